@@ -1,0 +1,29 @@
+# syncline_add_test(NAME name SOURCES a.cc b.cc [LIBS ...] [LABELS ...] [TIMEOUT s])
+#
+# One GoogleTest binary registered case by case with gtest_discover_tests.
+include(GoogleTest)
+function(syncline_add_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE syncline_test_common GTest::gtest_main GTest::gmock ${T_LIBS})
+  gtest_discover_tests(${T_NAME}
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
+               ENVIRONMENT "SYNCLINE_PLUGIN_PATH=${CMAKE_BINARY_DIR}/lib;SYNCLINE_TEST_DATA_DIR=${CMAKE_SOURCE_DIR}/data")
+endfunction()
+
+# syncline_add_backend(NAME gloo SOURCES ... LIBS ...)
+#
+# A backend plugin: a MODULE library libsyncline-backend-<name>.so that
+# exports only syncline_backend_plugin_v1.
+function(syncline_add_backend)
+  cmake_parse_arguments(B "" "NAME" "SOURCES;LIBS" ${ARGN})
+  set(target syncline-backend-${B_NAME})
+  add_library(${target} MODULE ${B_SOURCES})
+  set_target_properties(${target} PROPERTIES PREFIX "lib")
+  target_link_libraries(${target} PRIVATE syncline::abi ${B_LIBS})
+  install(TARGETS ${target} LIBRARY DESTINATION ${SYNCLINE_PLUGIN_INSTALL_DIR})
+endfunction()

@@ -1,0 +1,63 @@
+// rendezvous.h: who am I, how many are we, and where do we meet.
+//
+// Rank and world size come from, in order: explicit options, SYNCLINE_RANK /
+// SYNCLINE_WORLD_SIZE, the torchrun names (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Slurm (SLURM_PROCID,
+// SLURM_NTASKS, SLURM_LOCALID, first host of SLURM_STEP_NODELIST), and OpenMPI
+// (OMPI_COMM_WORLD_*). With none set the process is rank 0 of 1.
+//
+// Bad input is rejected before any transport starts: a non-numeric or
+// negative rank, rank >= world size, a malformed port.
+//
+// Example:
+//   SL_ASSIGN_OR_RETURN(RendezvousInfo info, ResolveRendezvous({}));
+//   SL_ASSIGN_OR_RETURN(auto store, ConnectRendezvousStore(info, timeout));
+#ifndef SYNCLINE_RENDEZVOUS_H_
+#define SYNCLINE_RENDEZVOUS_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "syncline/store.h"
+
+namespace syncline {
+
+struct RendezvousInfo {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string source;       // "explicit", "syncline", "torchrun", "slurm", ...
+  bool store_hosted = false;  // a launcher already hosts the store
+  std::string store_prefix;   // generation prefix set by the launcher
+};
+
+// Reads a variable; tests pass their own lookup instead of getenv.
+using EnvLookup = std::function<const char*(const char*)>;
+
+// ResolveRendezvous()
+//
+// `rank`/`world_size` >= 0 override the environment.
+absl::StatusOr<RendezvousInfo> ResolveRendezvous(int rank, int world_size,
+                                                 const EnvLookup& env = {});
+
+// ConnectRendezvousStore()
+//
+// World size 1: an in-memory store. Otherwise rank 0 hosts a TcpStoreServer on
+// master_addr:master_port unless a launcher already does, and every rank
+// connects to it. Then every rank checks in; the call returns once all
+// `world_size` ranks have, or fails after `timeout` naming the ranks that
+// checked in, those that did not, the address and the time waited. Two
+// processes claiming one rank, and ranks that disagree on the world size,
+// fail on every rank.
+absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
+    const RendezvousInfo& info, absl::Duration timeout);
+
+}  // namespace syncline
+
+#endif  // SYNCLINE_RENDEZVOUS_H_

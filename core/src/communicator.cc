@@ -1,0 +1,198 @@
+// communicator.cc: Communicator over a loaded plugin table.
+#include "syncline/communicator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "backend.h"
+#include "communicator_impl.h"
+#include "loader.h"
+#include "store_adapter.h"
+#include "syncline/env.h"
+#include "syncline/log.h"
+#include "syncline/rendezvous.h"
+#include "syncline/status.h"
+#include "work_impl.h"
+
+namespace syncline {
+
+
+namespace {
+
+
+// Communicators created by this process, in order; the same order on every
+// rank gives every rank the same ids.
+std::atomic<uint64_t> g_next_comm_id{1};
+
+// One rendezvous store per process and address, shared by communicators.
+std::mutex g_store_mu;
+std::map<std::string, std::weak_ptr<Store>> g_stores;
+std::atomic<int> g_rendezvous_count{0};
+
+
+absl::StatusOr<std::shared_ptr<Store>> RendezvousStore(const RendezvousInfo& info,
+                                                       absl::Duration timeout) {
+  std::string key = absl::StrCat(info.master_addr, ":", info.master_port, "/",
+                                 info.store_prefix, "/", info.world_size);
+  std::lock_guard<std::mutex> lock(g_store_mu);
+  if (info.world_size > 1) {
+    if (auto cached = g_stores[key].lock()) return cached;
+  }
+  RendezvousInfo scoped = info;
+  // Later rendezvous in the same job (after every communicator was freed)
+  // use fresh keys, so old check-ins do not count as duplicates.
+  int generation = g_rendezvous_count++;
+  if (generation > 0) scoped.store_prefix = absl::StrCat(info.store_prefix, "r", generation);
+  SL_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, ConnectRendezvousStore(scoped, timeout));
+  g_stores[key] = store;
+  return store;
+}
+
+// Every rank publishes its backend choice; all must match.
+absl::Status AgreeOnBackend(Store& store, int rank, int size, const std::string& mine,
+                            absl::Duration timeout) {
+  SL_RETURN_IF_ERROR(store.Set(absl::StrCat("backend/", rank), mine));
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(absl::StrCat("backend/", r));
+  absl::Status waited = store.Wait(keys, timeout);
+  if (!waited.ok()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "ranks did not all report their backend within the init timeout: ",
+        waited.message()));
+  }
+  std::map<std::string, std::vector<int>> groups;
+  for (int r = 0; r < size; ++r) {
+    SL_ASSIGN_OR_RETURN(std::string v, store.Get(keys[r], timeout));
+    if (absl::StartsWith(v, "error:")) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", r, " could not load its backend: ", v.substr(6)));
+    }
+    groups[v].push_back(r);
+  }
+  if (groups.size() == 1) return absl::OkStatus();
+  std::vector<std::string> parts;
+  for (const auto& [choice, ranks] : groups) {
+    parts.push_back(absl::StrCat("ranks [", absl::StrJoin(ranks, ","), "] chose ", choice));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "ranks disagree on the backend: ", absl::StrJoin(parts, "; "),
+      ". Set the same SYNCLINE_BACKEND (and install the same Syncline) on every rank"));
+}
+
+
+}  // namespace
+
+namespace internal {
+absl::StatusOr<sl_comm_t*> CreateBackendComm(const sl_backend_v1_t* table, int rank,
+                                             int size, Store& scoped, Device device,
+                                             absl::Duration timeout, uint64_t comm_id,
+                                             const std::string& backend_options) {
+  sl_store_t cstore = internal::MakeCStore(&scoped);
+  sl_comm_config_t config{rank,
+                          size,
+                          &cstore,
+                          static_cast<sl_device_type_t>(device.type),
+                          device.index,
+                          absl::ToInt64Milliseconds(timeout),
+                          comm_id,
+                          backend_options.empty() ? nullptr : backend_options.c_str()};
+  sl_comm_t* comm = nullptr;
+  sl_error_t err{};
+  sl_result_t r = table->comm_create(&config, &comm, &err);
+  if (r != SL_OK) {
+    return absl::Status(internal::ToStatusCode(r),
+                        absl::StrFormat("%s: creating the communicator on rank %d/%d "
+                                        "failed: %s",
+                                        table->name, rank, size, err.message));
+  }
+  return comm;
+}
+}  // namespace internal
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
+    const CommunicatorOptions& options) {
+  absl::Duration timeout = options.timeout;
+  if (timeout <= absl::ZeroDuration()) {
+    SL_ASSIGN_OR_RETURN(timeout, EnvSeconds("SYNCLINE_TIMEOUT"));
+  }
+  int rank = options.rank, size = options.world_size;
+  std::shared_ptr<Store> root = options.store;
+  if (root == nullptr) {
+    SL_ASSIGN_OR_RETURN(RendezvousInfo info,
+                        ResolveRendezvous(options.rank, options.world_size));
+    rank = info.rank;
+    size = info.world_size;
+    SetLogRank(rank, size);
+    SL_ASSIGN_OR_RETURN(root, RendezvousStore(info, timeout));
+  } else if (rank < 0 || size < 1 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "CommunicatorOptions with a store need rank and world_size (got rank %d "
+        "of %d)", rank, size));
+  }
+  SetLogRank(rank, size);
+  const uint64_t comm_id = g_next_comm_id++;
+  auto scoped = MakePrefixStore(absl::StrCat("comm", comm_id), root);
+
+  auto impl = std::make_unique<Impl>();
+  impl->comm_id = comm_id;
+  impl->root_store = root;
+  impl->backend_options = options.backend_options;
+  absl::StatusOr<std::string> name = internal::ChooseBackend(options.backend, options.device);
+  absl::StatusOr<const sl_backend_v1_t*> table =
+      name.ok() ? internal::LoadBackend(*name) : absl::StatusOr<const sl_backend_v1_t*>(name.status());
+  if (table.ok()) {
+    table = internal::ApplyInterposers(*table, internal::ChoosePlugins(options.plugins));
+  }
+  if (!table.ok()) {
+    // Tell the other ranks, so they fail now rather than at the timeout.
+    if (size > 1) (void)scoped->Set(absl::StrCat("backend/", rank),
+                                     absl::StrCat("error:", table.status().message()));
+    return table.status();
+  }
+  impl->table = *table;
+  impl->name = (*table)->name;
+  std::string choice = absl::StrFormat("%s (plugin ABI %u, %s)", impl->name,
+                                       (*table)->abi_version,
+                                       (*table)->version ? (*table)->version : "?");
+  if (size > 1) SL_RETURN_IF_ERROR(AgreeOnBackend(*scoped, rank, size, choice, timeout));
+  auto backend_store = MakePrefixStore("backend", scoped);
+  SL_ASSIGN_OR_RETURN(impl->comm,
+                      internal::CreateBackendComm(impl->table, rank, size, *backend_store,
+                                        options.device, timeout, comm_id,
+                                        options.backend_options));
+  SL_LOG(DEBUG, "communicator %d ready: %d ranks over %s", comm_id, size, impl->name);
+  return std::unique_ptr<Communicator>(
+      new Communicator(std::move(impl), rank, size, options.device, timeout, scoped));
+}
+
+Communicator::Communicator(std::unique_ptr<Impl> impl, int rank, int size, Device device,
+                           absl::Duration timeout, std::shared_ptr<Store> store)
+    : impl_(std::move(impl)), rank_(rank), size_(size), device_(device),
+      timeout_(timeout), store_(std::move(store)) {}
+
+Communicator::~Communicator() {
+  if (impl_ && impl_->comm) impl_->table->comm_destroy(impl_->comm);
+}
+
+const std::string& Communicator::backend_name() const { return impl_->name; }
+
+bool Communicator::SupportsReduce(DataType dtype, ReduceOp op, Device device) const {
+  const sl_capabilities_t& caps = impl_->table->caps;
+  return (caps.device_mask & (1u << static_cast<int>(device.type))) &&
+         (caps.reduce_dtype_mask[static_cast<int>(op)] & (1u << static_cast<int>(dtype)));
+}
+
+absl::Status Communicator::Abort() {
+  sl_error_t err{};
+  sl_result_t r = impl_->table->comm_abort(impl_->comm, &err);
+  if (r != SL_OK) return absl::Status(internal::ToStatusCode(r), err.message);
+  return absl::OkStatus();
+}
+
+}  // namespace syncline

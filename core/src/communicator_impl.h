@@ -1,0 +1,35 @@
+// communicator_impl.h: the private state behind Communicator.
+#ifndef SYNCLINE_CORE_SRC_COMMUNICATOR_IMPL_H_
+#define SYNCLINE_CORE_SRC_COMMUNICATOR_IMPL_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "syncline/communicator.h"
+#include "syncline/plugin_abi.h"
+
+namespace syncline {
+
+struct Communicator::Impl {
+  const sl_backend_v1_t* table = nullptr;  // possibly wrapped by interposers
+  sl_comm_t* comm = nullptr;               // owned; destroyed with the Communicator
+  std::string name;
+  uint64_t comm_id = 0;
+  std::shared_ptr<Store> root_store;  // unscoped: sub-groups scope it anew
+  std::string backend_options;
+  int splits = 0;      // Split() calls so far (same on every rank)
+  std::mutex post_mu;  // serializes posting so seq order == post order
+};
+
+namespace internal {
+// Builds a backend communicator over `scoped` (used by Create and Split).
+absl::StatusOr<sl_comm_t*> CreateBackendComm(const sl_backend_v1_t* table, int rank,
+                                             int size, Store& scoped, Device device,
+                                             absl::Duration timeout, uint64_t comm_id,
+                                             const std::string& backend_options);
+}  // namespace internal
+
+}  // namespace syncline
+
+#endif  // SYNCLINE_CORE_SRC_COMMUNICATOR_IMPL_H_

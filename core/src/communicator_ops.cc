@@ -1,0 +1,240 @@
+// communicator_ops.cc: validation and posting of ops, and Split.
+//
+// Validation happens here, once, for every backend: counts that do not fit
+// the op, roots and peers out of range, a device or dtype the backend lacks.
+// Each error names the op and its sequence number.
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "communicator_impl.h"
+#include "loader.h"
+#include "store_adapter.h"
+#include "syncline/communicator.h"
+#include "syncline/status.h"
+#include "work_impl.h"
+
+namespace syncline {
+
+namespace {
+
+const char* const kOpNames[] = {"allreduce", "broadcast",      "reduce",
+                                "allgather", "reduce_scatter", "alltoall",
+                                "barrier",   "send",           "recv"};
+
+bool HasBit(uint32_t mask, int bit) { return (mask >> bit) & 1u; }
+
+std::string DeviceNames(uint32_t mask) {
+  std::vector<std::string> names;
+  if (HasBit(mask, SL_DEVICE_CPU)) names.push_back("cpu");
+  if (HasBit(mask, SL_DEVICE_CUDA)) names.push_back("cuda");
+  return absl::StrJoin(names, ", ");
+}
+
+std::string DtypeNames(uint32_t mask) {
+  std::vector<std::string> names;
+  for (int i = 0; i < kNumDataTypes; ++i) {
+    if (HasBit(mask, i)) names.push_back(DataTypeName(static_cast<DataType>(i)));
+  }
+  return names.empty() ? "none" : absl::StrJoin(names, ", ");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
+    int kind, BufferView send, BufferView recv, int redop, int root, int peer,
+    uint32_t tag, absl::Duration timeout) {
+  std::lock_guard<std::mutex> lock(impl_->post_mu);
+  const uint64_t seq = next_seq_++;
+  const sl_op_kind_t op_kind = static_cast<sl_op_kind_t>(kind);
+  const bool reduces = op_kind == SL_OP_ALLREDUCE || op_kind == SL_OP_REDUCE ||
+                       op_kind == SL_OP_REDUCE_SCATTER;
+  const BufferView& data = op_kind == SL_OP_RECV || op_kind == SL_OP_BROADCAST ? recv : send;
+  std::string context = absl::StrFormat("%s #%d", kOpNames[kind], seq);
+  if (op_kind != SL_OP_BARRIER) {
+    absl::StrAppendFormat(&context, " (%s x %d", DataTypeName(data.dtype), data.count);
+    if (reduces) absl::StrAppend(&context, ", ", ReduceOpName(static_cast<ReduceOp>(redop)));
+    if (op_kind == SL_OP_BROADCAST || op_kind == SL_OP_REDUCE) absl::StrAppend(&context, ", root ", root);
+    if (op_kind == SL_OP_SEND) absl::StrAppend(&context, ", to rank ", peer);
+    if (op_kind == SL_OP_RECV) absl::StrAppend(&context, ", from rank ", peer);
+    absl::StrAppend(&context, ")");
+  }
+  absl::StrAppendFormat(&context, " on rank %d/%d over %s", rank_, size_, impl_->name);
+  auto invalid = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(context, ": ", why));
+  };
+
+  // Shape checks.
+  const size_t n = send.count, m = recv.count;
+  switch (op_kind) {
+    case SL_OP_ALLREDUCE:
+      if (n != m) return invalid(absl::StrFormat("send has %d elements but recv has %d; they must match", n, m));
+      break;
+    case SL_OP_REDUCE:
+      if (rank_ == root && n != m) return invalid(absl::StrFormat("send has %d elements but the root's recv has %d", n, m));
+      break;
+    case SL_OP_ALLGATHER:
+      if (m != n * size_) return invalid(absl::StrFormat("recv must hold send.count * size = %d elements, it holds %d", n * size_, m));
+      break;
+    case SL_OP_REDUCE_SCATTER:
+      if (n != m * size_) return invalid(absl::StrFormat("send must hold recv.count * size = %d elements, it holds %d", m * size_, n));
+      break;
+    case SL_OP_ALLTOALL:
+      if (n != m || n % size_ != 0) return invalid(absl::StrFormat("send (%d) and recv (%d) must have the same count, a multiple of the world size %d", n, m, size_));
+      break;
+    default:
+      break;
+  }
+  if ((op_kind == SL_OP_BROADCAST || op_kind == SL_OP_REDUCE) && (root < 0 || root >= size_)) {
+    return invalid(absl::StrFormat("root %d is not a rank of this communicator (0..%d)", root, size_ - 1));
+  }
+  if (op_kind == SL_OP_SEND || op_kind == SL_OP_RECV) {
+    if (peer < 0 || peer >= size_ || peer == rank_) {
+      return invalid(absl::StrFormat("peer %d must be another rank of this communicator (0..%d)", peer, size_ - 1));
+    }
+  }
+  for (const BufferView* b : {&send, &recv}) {
+    if (b->count > 0 && b->data == nullptr) return invalid("a buffer has elements but a null pointer");
+  }
+  if (send.count > 0 && recv.count > 0 && send.dtype != recv.dtype &&
+      op_kind != SL_OP_SEND && op_kind != SL_OP_RECV) {
+    return invalid(absl::StrFormat("send is %s but recv is %s; use one dtype",
+                                   DataTypeName(send.dtype), DataTypeName(recv.dtype)));
+  }
+
+  // Capability checks: fail clearly rather than compute something wrong.
+  const sl_capabilities_t& caps = impl_->table->caps;
+  if (op_kind != SL_OP_BARRIER && data.count > 0) {
+    if (!HasBit(caps.device_mask, static_cast<int>(data.device.type))) {
+      return invalid(absl::StrFormat(
+          "the buffer is on %s, but backend %s handles %s buffers only; use a "
+          "communicator whose backend accepts %s buffers (SYNCLINE_BACKEND=%s)",
+          data.device.ToString(), impl_->name, DeviceNames(caps.device_mask),
+          data.device.is_cuda() ? "cuda" : "cpu", data.device.is_cuda() ? "nccl" : "gloo or ucx"));
+    }
+    if (!HasBit(caps.dtype_mask, static_cast<int>(data.dtype))) {
+      return absl::UnimplementedError(absl::StrCat(
+          context, ": backend ", impl_->name, " does not support dtype ",
+          DataTypeName(data.dtype), "; supported: ", DtypeNames(caps.dtype_mask)));
+    }
+  }
+  if (!HasBit(caps.op_mask, kind)) {
+    return absl::UnimplementedError(absl::StrCat(context, ": backend ", impl_->name,
+                                                 " does not implement ", kOpNames[kind]));
+  }
+  if (reduces && !HasBit(caps.reduce_dtype_mask[redop], static_cast<int>(data.dtype))) {
+    return absl::UnimplementedError(absl::StrCat(
+        context, ": backend ", impl_->name, " cannot reduce ", DataTypeName(data.dtype),
+        " with ", ReduceOpName(static_cast<ReduceOp>(redop)), "; it can for: ",
+        DtypeNames(caps.reduce_dtype_mask[redop])));
+  }
+
+  sl_op_t op{};
+  op.kind = op_kind;
+  op.seq = seq;
+  op.send = sl_buffer_t{send.data, send.count, static_cast<sl_dtype_t>(send.dtype),
+                        static_cast<sl_device_type_t>(send.device.type), send.device.index,
+                        send.stream};
+  op.recv = sl_buffer_t{recv.data, recv.count, static_cast<sl_dtype_t>(recv.dtype),
+                        static_cast<sl_device_type_t>(recv.device.type), recv.device.index,
+                        recv.stream};
+  op.redop = static_cast<sl_redop_t>(redop);
+  op.root = root;
+  op.peer = peer;
+  op.tag = tag;
+  absl::Duration deadline = timeout > absl::ZeroDuration() ? timeout : timeout_;
+  op.timeout_ms = absl::ToInt64Milliseconds(deadline);
+  sl_request_t* request = nullptr;
+  sl_error_t err{};
+  sl_result_t r = impl_->table->post(impl_->comm, &op, &request, &err);
+  if (r != SL_OK) {
+    return absl::Status(internal::ToStatusCode(r), absl::StrCat(context, " failed: ", err.message));
+  }
+  return std::unique_ptr<Work>(
+      std::make_unique<internal::PluginWork>(impl_->table, request, seq, context));
+}
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::Allreduce(
+    BufferView buffer, const AllreduceOptions& o) {
+  return Post(SL_OP_ALLREDUCE, buffer, buffer, static_cast<int>(o.op), 0, -1, 0, o.timeout);
+}
+absl::StatusOr<std::unique_ptr<Work>> Communicator::Allreduce(
+    BufferView send, BufferView recv, const AllreduceOptions& o) {
+  return Post(SL_OP_ALLREDUCE, send, recv, static_cast<int>(o.op), 0, -1, 0, o.timeout);
+}
+absl::StatusOr<std::unique_ptr<Work>> Communicator::Broadcast(
+    BufferView buffer, const BroadcastOptions& o) {
+  return Post(SL_OP_BROADCAST, buffer, buffer, 0, o.root, -1, 0, o.timeout);
+}
+absl::StatusOr<std::unique_ptr<Work>> Communicator::Reduce(
+    BufferView send, BufferView recv, const ReduceOptions& o) {
+  return Post(SL_OP_REDUCE, send, recv, static_cast<int>(o.op), o.root, -1, 0, o.timeout);
+}
+absl::StatusOr<std::unique_ptr<Work>> Communicator::Allgather(
+    BufferView send, BufferView recv, const AllgatherOptions& o) {
+  return Post(SL_OP_ALLGATHER, send, recv, 0, 0, -1, 0, o.timeout);
+}
+absl::StatusOr<std::unique_ptr<Work>> Communicator::ReduceScatter(
+    BufferView send, BufferView recv, const ReduceScatterOptions& o) {
+  return Post(SL_OP_REDUCE_SCATTER, send, recv, static_cast<int>(o.op), 0, -1, 0, o.timeout);
+}
+absl::StatusOr<std::unique_ptr<Work>> Communicator::Alltoall(
+    BufferView send, BufferView recv, const AlltoallOptions& o) {
+  return Post(SL_OP_ALLTOALL, send, recv, 0, 0, -1, 0, o.timeout);
+}
+absl::StatusOr<std::unique_ptr<Work>> Communicator::Barrier(const BarrierOptions& o) {
+  return Post(SL_OP_BARRIER, BufferView{}, BufferView{}, 0, 0, -1, 0, o.timeout);
+}
+absl::StatusOr<std::unique_ptr<Work>> Communicator::Send(
+    BufferView buffer, int peer, const SendRecvOptions& o) {
+  return Post(SL_OP_SEND, buffer, BufferView{}, 0, 0, peer, o.tag, o.timeout);
+}
+absl::StatusOr<std::unique_ptr<Work>> Communicator::Recv(
+    BufferView buffer, int peer, const SendRecvOptions& o) {
+  return Post(SL_OP_RECV, BufferView{}, buffer, 0, 0, peer, o.tag, o.timeout);
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int key) {
+  // Everyone learns everyone's (color, key) through one allgather.
+  std::vector<int64_t> mine = {color, key};
+  std::vector<int64_t> all(2 * size_);
+  SL_ASSIGN_OR_RETURN(auto work, Allgather(View(mine), View(all)));
+  SL_RETURN_IF_ERROR(work->Wait());
+  const int split_index = ++impl_->splits;
+  if (color < 0) return std::unique_ptr<Communicator>();
+  std::vector<std::pair<int64_t, int>> members;  // (key, old rank)
+  for (int r = 0; r < size_; ++r) {
+    if (all[2 * r] == color) members.push_back({all[2 * r + 1], r});
+  }
+  std::sort(members.begin(), members.end());
+  int new_rank = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].second == rank_) new_rank = static_cast<int>(i);
+  }
+  const int new_size = static_cast<int>(members.size());
+  // Ids stay unique and identical across the group's ranks.
+  const uint64_t child_id =
+      impl_->comm_id * 1000003ull + static_cast<uint64_t>(split_index) * 1009ull +
+      static_cast<uint64_t>(color);
+  auto scoped = MakePrefixStore(
+      absl::StrCat("comm", impl_->comm_id, "/split", split_index, "/color", color),
+      impl_->root_store);
+  auto backend_store = MakePrefixStore("backend", scoped);
+  auto impl = std::make_unique<Impl>();
+  impl->table = impl_->table;
+  impl->name = impl_->name;
+  impl->comm_id = child_id;
+  impl->root_store = impl_->root_store;
+  impl->backend_options = impl_->backend_options;
+  SL_ASSIGN_OR_RETURN(impl->comm,
+                      internal::CreateBackendComm(impl->table, new_rank, new_size,
+                                                  *backend_store, device_, timeout_,
+                                                  child_id, impl->backend_options));
+  return std::unique_ptr<Communicator>(new Communicator(
+      std::move(impl), new_rank, new_size, device_, timeout_, scoped));
+}
+
+}  // namespace syncline

@@ -1,0 +1,109 @@
+// env.cc: the table of SYNCLINE_* options and typed access to it.
+#include "syncline/env.h"
+
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "syncline/status.h"
+
+namespace syncline {
+
+const std::vector<EnvOption>& EnvOptions() {
+  static const std::vector<EnvOption> kOptions = {
+      {"SYNCLINE_BACKEND", "auto",
+       "Backend: gloo, ucx, nccl, auto, or a device map such as "
+       "cpu:gloo,cuda:nccl. auto picks nccl for CUDA buffers when a GPU and "
+       "the plugin are present, gloo otherwise."},
+      {"SYNCLINE_PLUGINS", "",
+       "Interposers stacked on the backend, outermost first, e.g. trace,check."},
+      {"SYNCLINE_PLUGIN_PATH", "",
+       "Colon-separated folders searched first for plugins; then the folder of "
+       "libsyncline, then the install folder."},
+      {"SYNCLINE_TIMEOUT", "300",
+       "Default deadline of every op and of init, in seconds."},
+      {"SYNCLINE_RANK", "", "This process's rank (overrides RANK, Slurm, MPI)."},
+      {"SYNCLINE_WORLD_SIZE", "", "Number of ranks (overrides WORLD_SIZE...)."},
+      {"SYNCLINE_LOCAL_RANK", "", "Rank within this host."},
+      {"SYNCLINE_LOCAL_WORLD_SIZE", "", "Number of ranks on this host."},
+      {"SYNCLINE_MASTER_ADDR", "",
+       "Address of the store (overrides MASTER_ADDR); default 127.0.0.1."},
+      {"SYNCLINE_MASTER_PORT", "",
+       "Port of the store (overrides MASTER_PORT); default 29500."},
+      {"SYNCLINE_STORE_HOSTED", "0",
+       "1 when a launcher (syncline-run) hosts the store; otherwise rank 0 "
+       "hosts it."},
+      {"SYNCLINE_STORE_PREFIX", "",
+       "Key prefix for this job generation (set by syncline-run on restart)."},
+      {"SYNCLINE_RESTART_COUNT", "0",
+       "How many times syncline-run restarted the workers."},
+      {"SYNCLINE_SOCKET_IFNAME", "",
+       "Network interface for TCP transports; accepts NCCL's ^lo,docker "
+       "exclusion syntax."},
+      {"SYNCLINE_LOG_LEVEL", "info",
+       "trace, debug, info, warn, error or off."},
+      {"SYNCLINE_LOG_RANKS", "0",
+       "Ranks that print below warning level: all, 0, or a list such as 0,3."},
+      {"SYNCLINE_LOG_DIR", "", "If set, each rank also logs to <dir>/rank-<r>.log."},
+      {"SYNCLINE_DEBUG", "", "detail: turn on the check interposer."},
+      {"SYNCLINE_WARN", "",
+       "Comma-separated pitfall warnings to silence, or 'none' for all."},
+  };
+  return kOptions;
+}
+
+std::string EnvString(absl::string_view name) {
+  for (const EnvOption& option : EnvOptions()) {
+    if (name == option.name) {
+      const char* value = std::getenv(option.name);
+      return (value != nullptr && *value != '\0') ? std::string(value)
+                                                  : std::string(option.default_value);
+    }
+  }
+  SL_CHECK(false, absl::StrCat("undeclared option ", name).c_str());
+}
+
+absl::StatusOr<int64_t> EnvInt(absl::string_view name) {
+  std::string value = EnvString(name);
+  int64_t result = 0;
+  if (value.empty()) return 0;
+  if (!absl::SimpleAtoi(value, &result)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s=%s is not an integer; set it to a whole number or unset it",
+        std::string(name), value));
+  }
+  return result;
+}
+
+absl::StatusOr<absl::Duration> EnvSeconds(absl::string_view name) {
+  std::string value = EnvString(name);
+  double seconds = 0;
+  if (!absl::SimpleAtod(value, &seconds) || seconds <= 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s=%s is not a positive number of seconds; e.g. %s=60",
+        std::string(name), value, std::string(name)));
+  }
+  return absl::Seconds(seconds);
+}
+
+std::string FormatEnvTable(bool markdown) {
+  std::string out;
+  if (markdown) {
+    out = "| Variable | Default | Meaning |\n|---|---|---|\n";
+    for (const EnvOption& o : EnvOptions()) {
+      absl::StrAppend(&out, "| `", o.name, "` | ",
+                      *o.default_value ? absl::StrCat("`", o.default_value, "`")
+                                       : std::string("(unset)"),
+                      " | ", o.doc, " |\n");
+    }
+    return out;
+  }
+  for (const EnvOption& o : EnvOptions()) {
+    absl::StrAppendFormat(&out, "%-26s default: %s\n    %s\n", o.name,
+                          *o.default_value ? o.default_value : "(unset)", o.doc);
+  }
+  return out;
+}
+
+}  // namespace syncline

@@ -1,0 +1,234 @@
+// loader.cc: dlopen-based plugin discovery with a reason for every failure.
+#include "loader.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "syncline/env.h"
+#include "syncline/log.h"
+#include "syncline/status.h"
+
+#ifndef SYNCLINE_INSTALL_PLUGIN_DIR
+#define SYNCLINE_INSTALL_PLUGIN_DIR "/usr/local/lib/syncline"
+#endif
+
+namespace syncline::internal {
+namespace {
+
+constexpr char kBackendPrefix[] = "libsyncline-backend-";
+constexpr char kInterposerPrefix[] = "libsyncline-plugin-";
+
+// Process-wide registry of opened libraries, keyed by file name.
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, const sl_backend_v1_t*> backends;
+  std::map<std::string, const sl_interposer_v1_t*> interposers;
+};
+Registry& GetRegistry() {
+  static Registry* registry = new Registry();  // intentionally leaked
+  return *registry;
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string CoreFolder() {
+  Dl_info info;
+  if (::dladdr(reinterpret_cast<void*>(&PluginSearchPath), &info) == 0 ||
+      info.dli_fname == nullptr) {
+    return "";
+  }
+  std::string path = info.dli_fname;
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// Explains a dlopen failure: a missing dependency is named as such.
+std::string DescribeDlError(const std::string& error) {
+  if (absl::StrContains(error, "cannot open shared object file")) {
+    std::string dep = error.substr(0, error.find(':'));
+    return absl::StrCat("missing dependency ", dep, " (", error,
+                        "); install it or add its folder to LD_LIBRARY_PATH");
+  }
+  if (absl::StrContains(error, "undefined symbol")) {
+    return absl::StrCat("unresolved symbol (", error,
+                        "); the plugin was built against another library version");
+  }
+  return absl::StrCat("not a loadable library (", error, ")");
+}
+
+// Tries each folder; returns the symbol's value or every failure reason.
+absl::StatusOr<void*> OpenAndResolve(const std::string& file, const char* symbol,
+                                     const std::string& what,
+                                     std::vector<std::string>* tried) {
+  for (const std::string& dir : PluginSearchPath()) {
+    std::string path = absl::StrCat(dir, "/", file);
+    if (!FileExists(path)) {
+      tried->push_back(absl::StrCat(path, ": not found"));
+      continue;
+    }
+    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* err = ::dlerror();
+      tried->push_back(absl::StrCat(path, ": ", DescribeDlError(err ? err : "?")));
+      continue;
+    }
+    void* fn = ::dlsym(handle, symbol);
+    if (fn == nullptr) {
+      tried->push_back(absl::StrCat(path, ": not a Syncline ", what,
+                                    " (it does not export ", symbol, ")"));
+      ::dlclose(handle);
+      continue;
+    }
+    SL_LOG(DEBUG, "loaded %s from %s", what, path);
+    return fn;  // the handle stays open for the life of the process
+  }
+  return absl::NotFoundError("");
+}
+
+}  // namespace
+
+std::vector<std::string> PluginSearchPath() {
+  std::vector<std::string> dirs;
+  std::set<std::string> seen;
+  auto add = [&](const std::string& d) {
+    if (!d.empty() && seen.insert(d).second) dirs.push_back(d);
+  };
+  for (absl::string_view d :
+       absl::StrSplit(EnvString("SYNCLINE_PLUGIN_PATH"), ':', absl::SkipEmpty())) {
+    add(std::string(d));
+  }
+  std::string core = CoreFolder();
+  add(core);
+  if (!core.empty()) add(core + "/syncline");
+  add(SYNCLINE_INSTALL_PLUGIN_DIR);
+  return dirs;
+}
+
+std::vector<std::string> AvailableBackends() {
+  std::set<std::string> names;
+  for (const std::string& dir : PluginSearchPath()) {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) continue;
+    while (dirent* e = ::readdir(d)) {
+      absl::string_view n = e->d_name;
+      if (absl::ConsumePrefix(&n, kBackendPrefix) && absl::ConsumeSuffix(&n, ".so")) {
+        names.insert(std::string(n));
+      }
+    }
+    ::closedir(d);
+  }
+  return {names.begin(), names.end()};
+}
+
+absl::Status ValidateBackendTable(const sl_backend_v1_t* t, const std::string& path) {
+  if (t == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": plugin returned no table"));
+  }
+  if (t->abi_version != SL_ABI_VERSION) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: built for Syncline plugin ABI version %u, but this libsyncline "
+        "speaks version %u; rebuild the plugin against this Syncline",
+        path, t->abi_version, SL_ABI_VERSION));
+  }
+  if (t->struct_size < sizeof(sl_backend_v1_t)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: plugin table is %u bytes, expected at least %u; rebuild the plugin",
+        path, t->struct_size, sizeof(sl_backend_v1_t)));
+  }
+  if (t->name == nullptr || t->comm_create == nullptr || t->comm_destroy == nullptr ||
+      t->comm_abort == nullptr || t->post == nullptr || t->request_test == nullptr ||
+      t->request_wait == nullptr || t->request_free == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": plugin table lacks a required entry point"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const sl_backend_v1_t*> LoadBackend(const std::string& name) {
+  Registry& reg = GetRegistry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto it = reg.backends.find(name);
+  if (it != reg.backends.end()) return it->second;
+  std::vector<std::string> tried;
+  std::string file = absl::StrCat(kBackendPrefix, name, ".so");
+  bool valid_name = !name.empty() && name.find('/') == std::string::npos;
+  if (valid_name) {
+    auto fn = OpenAndResolve(file, "syncline_backend_plugin_v1", "backend", &tried);
+    if (fn.ok()) {
+      const sl_backend_v1_t* table = reinterpret_cast<sl_backend_entry_fn>(*fn)();
+      absl::Status valid = ValidateBackendTable(table, file);
+      if (valid.ok()) {
+        reg.backends[name] = table;
+        return table;
+      }
+      tried.push_back(std::string(valid.message()));
+    }
+  }
+  std::vector<std::string> available = AvailableBackends();
+  return absl::NotFoundError(absl::StrFormat(
+      "cannot load backend '%s'.\n  Tried:\n    %s\n  Available backends: %s\n"
+      "  Search path: %s\n  Set SYNCLINE_BACKEND to an available backend, or add "
+      "the plugin's folder to SYNCLINE_PLUGIN_PATH.",
+      name, tried.empty() ? "(invalid name)" : absl::StrJoin(tried, "\n    "),
+      available.empty() ? "(none found)" : absl::StrJoin(available, ", "),
+      absl::StrJoin(PluginSearchPath(), ":")));
+}
+
+absl::StatusOr<const sl_backend_v1_t*> ApplyInterposers(
+    const sl_backend_v1_t* base, const std::vector<std::string>& names) {
+  const sl_backend_v1_t* table = base;
+  // Innermost first: "trace,check" means trace wraps check wraps the backend.
+  for (auto name = names.rbegin(); name != names.rend(); ++name) {
+    Registry& reg = GetRegistry();
+    const sl_interposer_v1_t* ip = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(reg.mu);
+      auto it = reg.interposers.find(*name);
+      if (it != reg.interposers.end()) {
+        ip = it->second;
+      } else {
+        std::vector<std::string> tried;
+        auto fn = OpenAndResolve(absl::StrCat(kInterposerPrefix, *name, ".so"),
+                                 "syncline_interposer_plugin_v1", "interposer", &tried);
+        if (!fn.ok()) {
+          return absl::NotFoundError(absl::StrFormat(
+              "cannot load interposer '%s' (from SYNCLINE_PLUGINS).\n  Tried:\n    %s",
+              *name, absl::StrJoin(tried, "\n    ")));
+        }
+        ip = reinterpret_cast<sl_interposer_entry_fn>(*fn)();
+        if (ip == nullptr || ip->abi_version != SL_ABI_VERSION ||
+            ip->struct_size < sizeof(sl_interposer_v1_t) || ip->wrap == nullptr) {
+          return absl::FailedPreconditionError(absl::StrFormat(
+              "interposer '%s' was built for another plugin ABI (version %u, this "
+              "libsyncline speaks %u); rebuild it",
+              *name, ip ? ip->abi_version : 0, SL_ABI_VERSION));
+        }
+        reg.interposers[*name] = ip;
+      }
+    }
+    sl_error_t err{};
+    const sl_backend_v1_t* wrapped = nullptr;
+    if (ip->wrap(table, &wrapped, &err) != SL_OK) {
+      return absl::InternalError(absl::StrCat("interposer '", *name,
+                                              "' failed to wrap: ", err.message));
+    }
+    SL_RETURN_IF_ERROR(ValidateBackendTable(wrapped, absl::StrCat("interposer ", *name)));
+    table = wrapped;
+  }
+  return table;
+}
+
+}  // namespace syncline::internal

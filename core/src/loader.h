@@ -1,0 +1,39 @@
+// loader.h: finding and opening plugin libraries.
+//
+// Search order: SYNCLINE_PLUGIN_PATH (colon-separated), the folder that holds
+// libsyncline itself (dladdr), then the install folder. Libraries stay loaded
+// for the life of the process (their threads may outlive any one
+// communicator), so handles live in a process-wide registry.
+// Thread safety: all functions may be called from any thread.
+#ifndef SYNCLINE_CORE_SRC_LOADER_H_
+#define SYNCLINE_CORE_SRC_LOADER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "syncline/plugin_abi.h"
+
+namespace syncline::internal {
+
+// The folders searched, in order, without duplicates.
+std::vector<std::string> PluginSearchPath();
+
+// Backend names found on the search path (from libsyncline-backend-<name>.so).
+std::vector<std::string> AvailableBackends();
+
+// Opens libsyncline-backend-<name>.so and validates its table. The error
+// lists every path tried and why each failed, and the available backends.
+absl::StatusOr<const sl_backend_v1_t*> LoadBackend(const std::string& name);
+
+// Wraps `base` in the interposers named (outermost first), e.g. {"trace"}.
+absl::StatusOr<const sl_backend_v1_t*> ApplyInterposers(
+    const sl_backend_v1_t* base, const std::vector<std::string>& names);
+
+// Checks a table: ABI version, struct size, required entry points.
+absl::Status ValidateBackendTable(const sl_backend_v1_t* table,
+                                  const std::string& path);
+
+}  // namespace syncline::internal
+
+#endif  // SYNCLINE_CORE_SRC_LOADER_H_

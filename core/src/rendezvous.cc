@@ -1,0 +1,273 @@
+// rendezvous.cc: rank discovery from the environment and the check-in.
+#include "syncline/rendezvous.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "syncline/log.h"
+#include "syncline/status.h"
+#include "syncline/tcp_store.h"
+
+namespace syncline {
+namespace {
+
+// The variables that name rank, size, local rank and local size, per source.
+struct EnvSource {
+  const char* name;
+  const char* rank;
+  const char* size;
+  const char* local_rank;
+  const char* local_size;
+};
+constexpr EnvSource kSources[] = {
+    {"syncline", "SYNCLINE_RANK", "SYNCLINE_WORLD_SIZE", "SYNCLINE_LOCAL_RANK",
+     "SYNCLINE_LOCAL_WORLD_SIZE"},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+     "SLURM_NTASKS_PER_NODE"},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+};
+
+absl::StatusOr<int> ParseNonNegative(const EnvLookup& env, const char* name,
+                                     const char* what) {
+  const char* value = env(name);
+  int result = -1;
+  if (!absl::SimpleAtoi(value, &result) || result < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s='%s' is not a valid %s: expected a whole number >= 0", name, value,
+        what));
+  }
+  return result;
+}
+
+// First host of a Slurm node list: "gpu[03-05,9],cpu1" -> "gpu03".
+std::string FirstSlurmHost(const std::string& list) {
+  size_t end = list.find_first_of("[,");
+  std::string host = list.substr(0, end);
+  if (end != std::string::npos && list[end] == '[') {
+    size_t stop = list.find_first_of("-,]", end + 1);
+    host += list.substr(end + 1, stop - end - 1);
+  }
+  return host;
+}
+
+std::string Nonce() {
+  char host[256] = "?";
+  ::gethostname(host, sizeof(host) - 1);
+  std::random_device rd;
+  return absl::StrCat(host, ":pid ", ::getpid(), ":", rd());
+}
+
+// Keeps a hosted server alive as long as the store handed out.
+class HostingStore final : public Store {
+ public:
+  HostingStore(std::unique_ptr<TcpStoreServer> server, std::shared_ptr<Store> client)
+      : server_(std::move(server)), client_(std::move(client)) {}
+  absl::Status Set(absl::string_view k, absl::string_view v) override { return client_->Set(k, v); }
+  absl::StatusOr<std::string> Get(absl::string_view k, absl::Duration t) override { return client_->Get(k, t); }
+  absl::StatusOr<int64_t> Add(absl::string_view k, int64_t d) override { return client_->Add(k, d); }
+  absl::Status Wait(absl::Span<const std::string> k, absl::Duration t) override { return client_->Wait(k, t); }
+  absl::StatusOr<std::string> CompareSet(absl::string_view k, absl::string_view e,
+                                         absl::string_view d) override {
+    return client_->CompareSet(k, e, d);
+  }
+  absl::StatusOr<bool> Delete(absl::string_view k) override { return client_->Delete(k); }
+  absl::StatusOr<int64_t> NumKeys() override { return client_->NumKeys(); }
+  absl::StatusOr<std::vector<bool>> Check(absl::Span<const std::string> k) override {
+    return client_->Check(k);
+  }
+
+ private:
+  std::unique_ptr<TcpStoreServer> server_;  // destroyed after the client
+  std::shared_ptr<Store> client_;
+};
+
+absl::Status CheckIn(Store& store, const RendezvousInfo& info, absl::Duration timeout,
+                     const std::string& where) {
+  const std::string me = absl::StrCat(Nonce(), "|", info.world_size);
+  const std::string my_key = absl::StrCat("rdzv/rank/", info.rank);
+  SL_ASSIGN_OR_RETURN(std::string owner, store.CompareSet(my_key, "", me));
+  if (owner != me) {
+    std::string msg = absl::StrFormat(
+        "rendezvous: rank %d is claimed by two processes (%s and %s); every "
+        "process needs a distinct RANK",
+        info.rank, owner.substr(0, owner.find('|')), me.substr(0, me.find('|')));
+    (void)store.Set("rdzv/error", msg);
+    return absl::AlreadyExistsError(msg);
+  }
+  if (info.rank == 0) {
+    SL_RETURN_IF_ERROR(store.Set("rdzv/world_size", absl::StrCat(info.world_size)));
+  }
+  std::vector<std::string> keys;
+  for (int r = 0; r < info.world_size; ++r) keys.push_back(absl::StrCat("rdzv/rank/", r));
+  keys.push_back("rdzv/error");
+  keys.push_back("rdzv/world_size");
+  absl::Time start = absl::Now();
+  std::vector<int> in, out;  // last seen: checked in / not yet
+  while (true) {
+    absl::StatusOr<std::vector<bool>> checked = store.Check(keys);
+    if (!checked.ok()) {
+      // Typically rank 0, which hosts the store, gave up or died.
+      return absl::UnavailableError(absl::StrFormat(
+          "rendezvous at %s: lost the store after %s (%s); at that point %d of "
+          "%d ranks had checked in (ranks [%s]); missing ranks [%s]",
+          where, absl::FormatDuration(absl::Now() - start), checked.status().message(),
+          in.size(), info.world_size, absl::StrJoin(in, ","), absl::StrJoin(out, ",")));
+    }
+    const std::vector<bool>& present = *checked;
+    if (present[info.world_size]) {
+      SL_ASSIGN_OR_RETURN(std::string msg, store.Get("rdzv/error", absl::Seconds(5)));
+      return absl::FailedPreconditionError(absl::StrCat("rendezvous failed: ", msg));
+    }
+    if (present[info.world_size + 1]) {
+      SL_ASSIGN_OR_RETURN(std::string ws, store.Get("rdzv/world_size", absl::Seconds(5)));
+      if (ws != absl::StrCat(info.world_size)) {
+        std::string msg = absl::StrFormat(
+            "rendezvous: world size differs between ranks: rank 0 has "
+            "WORLD_SIZE=%s but rank %d has WORLD_SIZE=%d; start every rank "
+            "with the same world size",
+            ws, info.rank, info.world_size);
+        (void)store.Set("rdzv/error", msg);
+        return absl::FailedPreconditionError(msg);
+      }
+    }
+    in.clear();
+    out.clear();
+    for (int r = 0; r < info.world_size; ++r) (present[r] ? in : out).push_back(r);
+    if (out.empty() && present[info.world_size + 1]) break;
+    absl::Duration waited = absl::Now() - start;
+    if (waited >= timeout) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "rendezvous at %s timed out after %s: %d of %d ranks checked in "
+          "(ranks [%s]); missing ranks [%s]. Check that every rank was started "
+          "and uses the same MASTER_ADDR/MASTER_PORT",
+          where, absl::FormatDuration(waited), in.size(), info.world_size,
+          absl::StrJoin(in, ","), absl::StrJoin(out, ",")));
+    }
+    absl::SleepFor(absl::Milliseconds(out.empty() ? 5 : 20));
+  }
+  // Phase 2: every rank saw everyone. A rank that found a problem in phase 1
+  // (e.g. another world size) has set rdzv/error; wait until all ranks have
+  // passed phase 1 cleanly, or report that error.
+  SL_RETURN_IF_ERROR(store.Add("rdzv/passed", 1).status());
+  while (true) {
+    SL_ASSIGN_OR_RETURN(std::vector<bool> err, store.Check({"rdzv/error"}));
+    if (err[0]) {
+      SL_ASSIGN_OR_RETURN(std::string msg, store.Get("rdzv/error", absl::Seconds(5)));
+      return absl::FailedPreconditionError(absl::StrCat("rendezvous failed: ", msg));
+    }
+    SL_ASSIGN_OR_RETURN(int64_t passed, store.Add("rdzv/passed", 0));
+    if (passed >= info.world_size) return absl::OkStatus();
+    if (absl::Now() - start >= timeout) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "rendezvous at %s timed out after %s: only %d of %d ranks confirmed",
+          where, absl::FormatDuration(absl::Now() - start), passed, info.world_size));
+    }
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<RendezvousInfo> ResolveRendezvous(int rank, int world_size,
+                                                 const EnvLookup& lookup) {
+  EnvLookup env = lookup ? lookup : [](const char* n) { return std::getenv(n); };
+  auto has = [&](const char* n) { return n && env(n) && *env(n); };
+  RendezvousInfo info;
+  info.source = "default";
+  for (const EnvSource& src : kSources) {
+    if (!has(src.rank) && !has(src.size)) continue;
+    if (!has(src.rank) || !has(src.size)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s is set but %s is not; set both (or neither)",
+          has(src.rank) ? src.rank : src.size, has(src.rank) ? src.size : src.rank));
+    }
+    SL_ASSIGN_OR_RETURN(info.rank, ParseNonNegative(env, src.rank, "rank"));
+    SL_ASSIGN_OR_RETURN(info.world_size, ParseNonNegative(env, src.size, "world size"));
+    if (has(src.local_rank)) {
+      SL_ASSIGN_OR_RETURN(info.local_rank, ParseNonNegative(env, src.local_rank, "local rank"));
+    }
+    if (has(src.local_size)) {
+      int ls = 0;
+      // Slurm's tasks-per-node may read "2(x3)": keep the leading number.
+      if (absl::SimpleAtoi(std::string(env(src.local_size)).substr(
+                               0, std::string(env(src.local_size)).find('(')),
+                           &ls) && ls > 0) {
+        info.local_world_size = ls;
+      }
+    } else {
+      info.local_world_size = info.world_size;
+    }
+    info.source = src.name;
+    break;
+  }
+  if (rank >= 0 || world_size >= 0) {
+    if (rank >= 0) info.rank = rank;
+    if (world_size >= 0) info.world_size = world_size;
+    info.source = "explicit";
+  }
+  if (info.world_size < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "world size %d (from %s) must be at least 1", info.world_size, info.source));
+  }
+  if (info.rank >= info.world_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d (from %s) is not below the world size %d; ranks run from 0 to %d",
+        info.rank, info.source, info.world_size, info.world_size - 1));
+  }
+  if (has("SYNCLINE_MASTER_ADDR")) info.master_addr = env("SYNCLINE_MASTER_ADDR");
+  else if (has("MASTER_ADDR")) info.master_addr = env("MASTER_ADDR");
+  else if (has("SLURM_STEP_NODELIST")) info.master_addr = FirstSlurmHost(env("SLURM_STEP_NODELIST"));
+  else if (has("SLURM_JOB_NODELIST")) info.master_addr = FirstSlurmHost(env("SLURM_JOB_NODELIST"));
+  const char* port_var = has("SYNCLINE_MASTER_PORT") ? "SYNCLINE_MASTER_PORT"
+                         : has("MASTER_PORT")        ? "MASTER_PORT"
+                                                     : nullptr;
+  if (port_var != nullptr) {
+    int port = -1;
+    if (!absl::SimpleAtoi(env(port_var), &port) || port <= 0 || port > 65535) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s='%s' is not a valid port: expected a number from 1 to 65535",
+          port_var, env(port_var)));
+    }
+    info.master_port = port;
+  } else if (has("SLURM_JOB_ID")) {
+    int job = 0;
+    if (absl::SimpleAtoi(env("SLURM_JOB_ID"), &job)) info.master_port = 20000 + job % 10000;
+  }
+  info.store_hosted = has("SYNCLINE_STORE_HOSTED") &&
+                      std::string(env("SYNCLINE_STORE_HOSTED")) == "1";
+  if (has("SYNCLINE_STORE_PREFIX")) info.store_prefix = env("SYNCLINE_STORE_PREFIX");
+  return info;
+}
+
+absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
+    const RendezvousInfo& info, absl::Duration timeout) {
+  if (info.world_size == 1 && !info.store_hosted) return MakeHashStore();
+  absl::Time deadline = absl::Now() + timeout;
+  std::string where = absl::StrCat(info.master_addr, ":", info.master_port);
+  std::unique_ptr<TcpStoreServer> server;
+  if (info.rank == 0 && !info.store_hosted) {
+    SL_ASSIGN_OR_RETURN(server, TcpStoreServer::Start(
+                                    {.host = info.master_addr, .port = info.master_port}));
+  }
+  SL_ASSIGN_OR_RETURN(
+      std::shared_ptr<Store> client,
+      ConnectTcpStore({.host = info.master_addr, .port = info.master_port,
+                       .connect_timeout = timeout}));
+  std::shared_ptr<Store> store =
+      server ? std::make_shared<HostingStore>(std::move(server), client) : client;
+  if (!info.store_prefix.empty()) store = MakePrefixStore(info.store_prefix, store);
+  absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
+  SL_RETURN_IF_ERROR(CheckIn(*store, info, left, where));
+  return store;
+}
+
+}  // namespace syncline

@@ -1,0 +1,84 @@
+// work_impl.cc: Work over a plugin request.
+#include "work_impl.h"
+
+#include "absl/strings/str_cat.h"
+#include "store_adapter.h"
+
+namespace syncline::internal {
+
+PluginWork::PluginWork(const sl_backend_v1_t* table, sl_request_t* request,
+                       uint64_t seq, std::string context)
+    : table_(table), request_(request), seq_(seq), context_(std::move(context)) {}
+
+PluginWork::~PluginWork() { table_->request_free(request_); }
+
+absl::Status PluginWork::Finish(sl_result_t result, const sl_error_t& err) {
+  done_ = true;
+  if (result == SL_OK) {
+    final_ = absl::OkStatus();
+  } else {
+    final_ = absl::Status(ToStatusCode(result),
+                          absl::StrCat(context_, " failed: ", err.message));
+  }
+  return final_;
+}
+
+absl::Status PluginWork::Wait(absl::Duration timeout) {
+  if (done_) return final_;
+  int64_t ms = timeout == absl::InfiniteDuration()
+                   ? -1
+                   : std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout));
+  sl_error_t err{};
+  sl_result_t r = table_->request_wait(request_, ms, &err);
+  if (r == SL_ERR_TIMEOUT && ms >= 0) {
+    // Either this wait ran out or the op itself timed out: ask which.
+    int done = 0;
+    sl_error_t test_err{};
+    sl_result_t tr = table_->request_test(request_, &done, &test_err);
+    if (!done) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          context_, " is still running after waiting ", absl::FormatDuration(timeout)));
+    }
+    return Finish(tr, test_err);
+  }
+  return Finish(r, err);
+}
+
+bool PluginWork::Test() {
+  if (done_) return true;
+  int done = 0;
+  sl_error_t err{};
+  sl_result_t r = table_->request_test(request_, &done, &err);
+  if (done) (void)Finish(r, err);
+  return done_;
+}
+
+absl::Status PluginWork::status() {
+  if (!Test()) return absl::UnavailableError(absl::StrCat(context_, " is still running"));
+  return final_;
+}
+
+namespace {
+class CompletedWork final : public Work {
+ public:
+  CompletedWork(uint64_t seq, std::string context, absl::Status status)
+      : seq_(seq), context_(std::move(context)), status_(std::move(status)) {}
+  absl::Status Wait(absl::Duration) override { return status_; }
+  bool Test() override { return true; }
+  absl::Status status() override { return status_; }
+  uint64_t seq() const override { return seq_; }
+  std::string Describe() const override { return context_; }
+
+ private:
+  uint64_t seq_;
+  std::string context_;
+  absl::Status status_;
+};
+}  // namespace
+
+std::unique_ptr<Work> MakeCompletedWork(uint64_t seq, std::string context,
+                                        absl::Status status) {
+  return std::make_unique<CompletedWork>(seq, std::move(context), std::move(status));
+}
+
+}  // namespace syncline::internal

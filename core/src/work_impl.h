@@ -1,0 +1,45 @@
+// work_impl.h: the Work returned by Communicator, over a plugin request.
+#ifndef SYNCLINE_CORE_SRC_WORK_IMPL_H_
+#define SYNCLINE_CORE_SRC_WORK_IMPL_H_
+
+#include <memory>
+#include <string>
+
+#include "syncline/plugin_abi.h"
+#include "syncline/work.h"
+
+namespace syncline::internal {
+
+// Owns one sl_request_t and frees it on destruction. `context` prefixes every
+// error, e.g. "allreduce #17 (f32 x 1024, sum) on rank 1/4 over gloo".
+// Thread safety: as Work (one thread at a time).
+class PluginWork final : public Work {
+ public:
+  PluginWork(const sl_backend_v1_t* table, sl_request_t* request, uint64_t seq,
+             std::string context);
+  ~PluginWork() override;
+
+  absl::Status Wait(absl::Duration timeout) override;
+  bool Test() override;
+  absl::Status status() override;
+  uint64_t seq() const override { return seq_; }
+  std::string Describe() const override { return context_; }
+
+ private:
+  absl::Status Finish(sl_result_t result, const sl_error_t& err);
+
+  const sl_backend_v1_t* table_;
+  sl_request_t* request_;
+  const uint64_t seq_;
+  const std::string context_;
+  bool done_ = false;
+  absl::Status final_;
+};
+
+// A Work that is already complete (ops with nothing to move).
+std::unique_ptr<Work> MakeCompletedWork(uint64_t seq, std::string context,
+                                        absl::Status status);
+
+}  // namespace syncline::internal
+
+#endif  // SYNCLINE_CORE_SRC_WORK_IMPL_H_

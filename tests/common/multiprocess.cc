@@ -1,0 +1,210 @@
+// multiprocess.cc: fork+exec rank processes of the current test.
+#include "common/multiprocess.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "syncline/tcp_store.h"
+
+extern char** environ;
+
+namespace syncline::testing {
+namespace {
+
+constexpr char kChildRankVar[] = "SYNCLINE_TEST_CHILD_RANK";
+constexpr char kChildSizeVar[] = "SYNCLINE_TEST_CHILD_SIZE";
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  buf[n > 0 ? n : 0] = '\0';
+  return buf;
+}
+
+std::string CurrentTestFilter() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return absl::StrCat(info->test_suite_name(), ".", info->name());
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Spawns `argv` with `env` extra variables, stdout+stderr to `out_path`.
+pid_t Spawn(const std::vector<std::string>& argv,
+            const std::map<std::string, std::string>& env, const std::string& out_path) {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string s = *e;
+    std::string name = s.substr(0, s.find('='));
+    if (env.count(name) == 0) env_strings.push_back(s);
+  }
+  for (const auto& [k, v] : env) env_strings.push_back(absl::StrCat(k, "=", v));
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& a : argv_copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls until exec.
+    ::dup2(out, 1);
+    ::dup2(out, 2);
+    ::setpgid(0, 0);
+    ::execve(args[0], args.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(out);
+  return pid;
+}
+
+}  // namespace
+
+bool IsChild() { return std::getenv(kChildRankVar) != nullptr; }
+
+std::vector<RankResult> RunRanks(int world_size, const std::function<void(int, int)>& body,
+                                 const RunOptions& options) {
+  if (IsChild()) {
+    int rank = 0, size = 0;
+    (void)absl::SimpleAtoi(std::getenv(kChildRankVar), &rank);
+    (void)absl::SimpleAtoi(std::getenv(kChildSizeVar), &size);
+    body(rank, size);
+    bool failed = ::testing::Test::HasFailure();
+    std::fflush(stdout);
+    std::fflush(stderr);
+    // Skip static destructors: backend threads may still be winding down.
+    ::_exit(failed ? 1 : 0);
+  }
+  std::unique_ptr<TcpStoreServer> server;
+  int port = 0;
+  if (options.host_store) {
+    auto started = TcpStoreServer::Start({.host = "127.0.0.1", .port = 0});
+    EXPECT_TRUE(started.ok()) << started.status();
+    if (!started.ok()) return {};
+    server = std::move(started).value();
+    port = server->port();
+  } else {
+    // Let rank 0 host: find a free port by binding one briefly.
+    auto probe = TcpStoreServer::Start({.host = "127.0.0.1", .port = 0});
+    port = probe.ok() ? (*probe)->port() : 29500;
+  }
+  char dir_template[] = "/tmp/syncline-test-XXXXXX";
+  std::string dir = ::mkdtemp(dir_template);
+  std::vector<RankResult> results(world_size);
+  absl::Time start = absl::Now();
+  for (int r = 0; r < world_size; ++r) {
+    std::map<std::string, std::string> env = {
+        {kChildRankVar, absl::StrCat(r)},
+        {kChildSizeVar, absl::StrCat(world_size)},
+        {"SYNCLINE_RANK", absl::StrCat(r)},
+        {"SYNCLINE_WORLD_SIZE", absl::StrCat(world_size)},
+        {"SYNCLINE_LOCAL_RANK", absl::StrCat(r)},
+        {"SYNCLINE_LOCAL_WORLD_SIZE", absl::StrCat(world_size)},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", absl::StrCat(port)},
+        {"SYNCLINE_STORE_HOSTED", options.host_store ? "1" : "0"},
+    };
+    for (const auto& [k, v] : options.env) env[k] = v;
+    auto it = options.rank_env.find(r);
+    if (it != options.rank_env.end()) for (const auto& [k, v] : it->second) env[k] = v;
+    results[r].rank = r;
+    results[r].pid = Spawn({SelfExe(), "--gtest_filter=" + CurrentTestFilter()}, env,
+                           absl::StrCat(dir, "/rank", r, ".log"));
+  }
+  absl::Time deadline = start + options.timeout;
+  int remaining = world_size;
+  while (remaining > 0) {
+    for (RankResult& res : results) {
+      if (res.pid <= 0 || res.exit_code != -1 || res.signal != 0) continue;
+      int status = 0;
+      pid_t got = ::waitpid(res.pid, &status, WNOHANG);
+      if (got == res.pid) {
+        res.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+        if (WIFEXITED(status)) res.exit_code = WEXITSTATUS(status);
+        else res.signal = WTERMSIG(status);
+        --remaining;
+      }
+    }
+    if (remaining == 0) break;
+    if (absl::Now() > deadline) {
+      for (RankResult& res : results) {
+        if (res.exit_code == -1 && res.signal == 0) {
+          ::kill(-res.pid, SIGKILL);
+          ::kill(res.pid, SIGKILL);
+          int status = 0;
+          ::waitpid(res.pid, &status, 0);
+          res.timed_out = true;
+          res.signal = SIGKILL;
+          res.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+        }
+      }
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  for (RankResult& res : results) {
+    std::string path = absl::StrCat(dir, "/rank", res.rank, ".log");
+    res.output = ReadFile(path);
+    ::unlink(path.c_str());
+  }
+  ::rmdir(dir.c_str());
+  return results;
+}
+
+void ExpectAllSucceeded(const std::vector<RankResult>& results) {
+  for (const RankResult& r : results) {
+    EXPECT_TRUE(r.exit_code == 0 && r.signal == 0)
+        << "rank " << r.rank << " ended with exit code " << r.exit_code << " signal "
+        << r.signal << (r.timed_out ? " (killed at the test deadline)" : "")
+        << " after " << r.seconds << " s; its output:\n" << r.output;
+  }
+}
+
+CommandResult RunCommand(const std::string& command, absl::Duration timeout) {
+  CommandResult result;
+  char path_template[] = "/tmp/syncline-cmd-XXXXXX";
+  int fd = ::mkstemp(path_template);
+  ::close(fd);
+  absl::Time start = absl::Now();
+  pid_t pid = Spawn({"/bin/sh", "-c", command}, {}, path_template);
+  int status = 0;
+  while (true) {
+    pid_t got = ::waitpid(pid, &status, WNOHANG);
+    if (got == pid) break;
+    if (absl::Now() - start > timeout) {
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      result.timed_out = true;
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.output = ReadFile(path_template);
+  ::unlink(path_template);
+  return result;
+}
+
+std::string BuildBinDir() { return SYNCLINE_BUILD_BIN_DIR; }
+std::string BuildLibDir() { return SYNCLINE_BUILD_LIB_DIR; }
+
+}  // namespace syncline::testing
