@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Configures and builds Syncline into build/ (Ninja, ccache, -j2 by default).
+# Usage: scripts/build.sh [ninja targets...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${SYNCLINE_BUILD_DIR:-build}
+JOBS=${SYNCLINE_JOBS:-2}
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DSYNCLINE_BUILD_TESTS=ON -DSYNCLINE_BUILD_BENCH=ON
+fi
+cmake --build "$BUILD_DIR" -j "$JOBS" ${1:+--target "$@"}
