@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${SYNCLINE_BUILD_DIR:-build}
 JOBS=${SYNCLINE_JOBS:-2}
+# Share the compiler cache between clones of the repository.
+export CCACHE_BASEDIR="$PWD"
+export CCACHE_NOHASHDIR=1
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DSYNCLINE_BUILD_TESTS=ON -DSYNCLINE_BUILD_BENCH=ON
