@@ -166,6 +166,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
                       internal::CreateBackendComm(impl->table, rank, size, *backend_store,
                                         options.device, timeout, comm_id,
                                         options.backend_options));
+  impl->recorder = std::make_shared<internal::FlightRecorder>(rank, size, comm_id, scoped);
   SL_LOG(DEBUG, "communicator %d ready: %d ranks over %s", comm_id, size, impl->name);
   return std::unique_ptr<Communicator>(
       new Communicator(std::move(impl), rank, size, options.device, timeout, scoped));
@@ -181,6 +182,8 @@ Communicator::~Communicator() {
 }
 
 const std::string& Communicator::backend_name() const { return impl_->name; }
+
+std::string Communicator::DumpFlightRecorder() const { return impl_->recorder->ToJson(); }
 
 bool Communicator::SupportsReduce(DataType dtype, ReduceOp op, Device device) const {
   const sl_capabilities_t& caps = impl_->table->caps;

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "flight_recorder.h"
 #include "syncline/communicator.h"
 #include "syncline/plugin_abi.h"
 
@@ -20,6 +21,8 @@ struct Communicator::Impl {
   std::string backend_options;
   int splits = 0;      // Split() calls so far (same on every rank)
   std::mutex post_mu;  // serializes posting so seq order == post order
+  // Shared with every Work, which reports completion and timeouts to it.
+  std::shared_ptr<internal::FlightRecorder> recorder;
 };
 
 namespace internal {

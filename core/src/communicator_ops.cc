@@ -149,12 +149,14 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
   op.timeout_ms = absl::ToInt64Milliseconds(deadline);
   sl_request_t* request = nullptr;
   sl_error_t err{};
+  impl_->recorder->Posted(seq, context, data.bytes());
   sl_result_t r = impl_->table->post(impl_->comm, &op, &request, &err);
   if (r != SL_OK) {
+    impl_->recorder->Finished(seq, false, err.message);
     return absl::Status(internal::ToStatusCode(r), absl::StrCat(context, " failed: ", err.message));
   }
-  return std::unique_ptr<Work>(
-      std::make_unique<internal::PluginWork>(impl_->table, request, seq, context));
+  return std::unique_ptr<Work>(std::make_unique<internal::PluginWork>(
+      impl_->table, request, seq, context, impl_->recorder));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::Allreduce(
@@ -233,6 +235,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
                       internal::CreateBackendComm(impl->table, new_rank, new_size,
                                                   *backend_store, device_, timeout_,
                                                   child_id, impl->backend_options));
+  impl->recorder = std::make_shared<internal::FlightRecorder>(new_rank, new_size,
+                                                              child_id, scoped);
   return std::unique_ptr<Communicator>(new Communicator(
       std::move(impl), new_rank, new_size, device_, timeout_, scoped));
 }

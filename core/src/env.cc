@@ -47,6 +47,10 @@ const std::vector<EnvOption>& EnvOptions() {
        "Ranks that print below warning level: all, 0, or a list such as 0,3."},
       {"SYNCLINE_LOG_DIR", "", "If set, each rank also logs to <dir>/rank-<r>.log."},
       {"SYNCLINE_DEBUG", "", "detail: turn on the check interposer."},
+      {"SYNCLINE_FLIGHT_RECORDER_SIZE", "1024",
+       "Ops kept per communicator by the always-on flight recorder."},
+      {"SYNCLINE_DEBUG_DIR", "/tmp",
+       "Where flight-recorder dumps go (on an op timeout and on SIGUSR1)."},
       {"SYNCLINE_WARN", "",
        "Comma-separated pitfall warnings to silence, or 'none' for all."},
   };

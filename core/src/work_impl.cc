@@ -7,8 +7,10 @@
 namespace syncline::internal {
 
 PluginWork::PluginWork(const sl_backend_v1_t* table, sl_request_t* request,
-                       uint64_t seq, std::string context)
-    : table_(table), request_(request), seq_(seq), context_(std::move(context)) {}
+                       uint64_t seq, std::string context,
+                       std::shared_ptr<FlightRecorder> recorder)
+    : table_(table), request_(request), seq_(seq), context_(std::move(context)),
+      recorder_(std::move(recorder)) {}
 
 PluginWork::~PluginWork() { table_->request_free(request_); }
 
@@ -17,9 +19,17 @@ absl::Status PluginWork::Finish(sl_result_t result, const sl_error_t& err) {
   if (result == SL_OK) {
     final_ = absl::OkStatus();
   } else {
-    final_ = absl::Status(ToStatusCode(result),
-                          absl::StrCat(context_, " failed: ", err.message));
+    std::string message = absl::StrCat(context_, " failed: ", err.message);
+    if (result == SL_ERR_TIMEOUT && recorder_) {
+      // The op itself ran out of time: say who is where, and keep a record.
+      std::string report = recorder_->DesyncReport(seq_, absl::Milliseconds(1200));
+      if (!report.empty()) absl::StrAppend(&message, "\n  ", report);
+      std::string path = recorder_->Dump();
+      if (!path.empty()) absl::StrAppend(&message, "\n  flight recorder: ", path);
+    }
+    final_ = absl::Status(ToStatusCode(result), message);
   }
+  if (recorder_) recorder_->Finished(seq_, final_.ok(), std::string(final_.message()));
   return final_;
 }
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "flight_recorder.h"
 #include "syncline/plugin_abi.h"
 #include "syncline/work.h"
 
@@ -16,7 +17,7 @@ namespace syncline::internal {
 class PluginWork final : public Work {
  public:
   PluginWork(const sl_backend_v1_t* table, sl_request_t* request, uint64_t seq,
-             std::string context);
+             std::string context, std::shared_ptr<FlightRecorder> recorder);
   ~PluginWork() override;
 
   absl::Status Wait(absl::Duration timeout) override;
@@ -32,6 +33,7 @@ class PluginWork final : public Work {
   sl_request_t* request_;
   const uint64_t seq_;
   const std::string context_;
+  const std::shared_ptr<FlightRecorder> recorder_;  // may be null
   bool done_ = false;
   absl::Status final_;
 };

@@ -107,6 +107,11 @@ class Communicator {
   // The store this communicator was bootstrapped with (scoped to it).
   std::shared_ptr<Store> store() const { return store_; }
 
+  // The flight recorder of this communicator as JSON: its last ops with
+  // sequence number, description, bytes, state and times. Also written to
+  // $SYNCLINE_DEBUG_DIR on an op timeout and on SIGUSR1.
+  std::string DumpFlightRecorder() const;
+
   // Whether the backend can reduce `dtype` with `op` on `device`.
   bool SupportsReduce(DataType dtype, ReduceOp op, Device device) const;
 

@@ -1,0 +1,91 @@
+// flight_recorder.h: an always-on record of each communicator's recent ops.
+//
+// A ring buffer of the last N ops (SYNCLINE_FLIGHT_RECORDER_SIZE, default
+// 1024): sequence number, op description, bytes, state, and the times it was
+// posted and seen to finish. Recording costs one mutex and a struct copy per
+// op. The buffer is dumped as JSON per rank on an op timeout, on SIGUSR1, and
+// on demand (Communicator::DumpFlightRecorder()).
+//
+// Progress publication: a background thread owned by the recorder writes
+// this rank's (last posted, last completed) sequence numbers to the store
+// about once a second when they change. On a timeout, DesyncReport() reads
+// every rank's numbers and says which ranks never joined op #N and which
+// finished #N but never started #N+1.
+//
+// Thread safety: all methods may be called from any thread.
+#ifndef SYNCLINE_CORE_SRC_FLIGHT_RECORDER_H_
+#define SYNCLINE_CORE_SRC_FLIGHT_RECORDER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "syncline/store.h"
+
+namespace syncline::internal {
+
+class FlightRecorder {
+ public:
+  enum class State { kPosted, kCompleted, kFailed };
+
+  // `store` is the communicator's scoped store (may be null for size 1).
+  FlightRecorder(int rank, int size, uint64_t comm_id, std::shared_ptr<Store> store);
+  ~FlightRecorder();  // stops and joins the publisher thread
+
+  void Posted(uint64_t seq, const std::string& what, size_t bytes);
+  void Finished(uint64_t seq, bool ok, const std::string& error);
+
+  uint64_t last_posted() const;
+  uint64_t last_completed() const;
+
+  // The ring as JSON: {"rank":..,"comm":..,"ops":[{...}]}.
+  std::string ToJson() const;
+
+  // Writes ToJson() to $SYNCLINE_DEBUG_DIR (default /tmp) as
+  // syncline-flight-rank<r>-comm<id>.json; returns the path or "".
+  std::string Dump() const;
+
+  // Publishes this rank's progress now and builds the cross-rank report for a
+  // timeout of op `seq` (waits at most `wait` for other ranks' numbers).
+  std::string DesyncReport(uint64_t seq, absl::Duration wait);
+
+ private:
+  struct Entry {
+    uint64_t seq = 0;
+    std::string what;
+    size_t bytes = 0;
+    State state = State::kPosted;
+    absl::Time posted;
+    absl::Time finished;
+    std::string error;
+  };
+  void PublishLoop();
+  void Publish();
+
+  const int rank_, size_;
+  const uint64_t comm_id_;
+  const std::shared_ptr<Store> store_;
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Entry> ring_;          // guarded by mu_
+  size_t next_ = 0;                  // guarded by mu_
+  uint64_t last_posted_ = 0;         // guarded by mu_
+  uint64_t last_completed_ = 0;      // guarded by mu_
+  uint64_t published_posted_ = ~0ull, published_completed_ = ~0ull;  // publisher only
+  bool stop_ = false;                // guarded by mu_
+  std::thread publisher_;            // owned; joined in the destructor
+};
+
+// Registers recorders for the SIGUSR1 dump (installed on first use).
+void RegisterForSignalDump(FlightRecorder* recorder);
+void UnregisterForSignalDump(FlightRecorder* recorder);
+
+}  // namespace syncline::internal
+
+#endif  // SYNCLINE_CORE_SRC_FLIGHT_RECORDER_H_
