@@ -10,6 +10,7 @@ PACKAGES=(
   libgloo-dev libucx-dev
   libtorch-dev libopenblas-dev
   iproute2 procps zlib1g-dev
+  clang libclang-rt-14-dev
 )
 
 missing=()

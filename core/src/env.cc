@@ -36,6 +36,9 @@ const std::vector<EnvOption>& EnvOptions() {
        "hosts it."},
       {"SYNCLINE_STORE_PREFIX", "",
        "Key prefix for this job generation (set by syncline-run on restart)."},
+      {"SYNCLINE_STORE_TOKEN", "",
+       "Shared secret: when set, the store serves only clients that present "
+       "it; refusals are logged with the peer address."},
       {"SYNCLINE_RESTART_COUNT", "0",
        "How many times syncline-run restarted the workers."},
       {"SYNCLINE_SOCKET_IFNAME", "",

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "syncline/env.h"
 #include "syncline/log.h"
 #include "syncline/status.h"
 #include "syncline/tcp_store.h"
@@ -255,13 +256,15 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
   std::string where = absl::StrCat(info.master_addr, ":", info.master_port);
   std::unique_ptr<TcpStoreServer> server;
   if (info.rank == 0 && !info.store_hosted) {
-    SL_ASSIGN_OR_RETURN(server, TcpStoreServer::Start(
-                                    {.host = info.master_addr, .port = info.master_port}));
+    SL_ASSIGN_OR_RETURN(server, TcpStoreServer::Start({.host = info.master_addr,
+                                                       .port = info.master_port,
+                                                       .token = EnvString("SYNCLINE_STORE_TOKEN")}));
   }
   SL_ASSIGN_OR_RETURN(
       std::shared_ptr<Store> client,
       ConnectTcpStore({.host = info.master_addr, .port = info.master_port,
-                       .connect_timeout = timeout}));
+                       .connect_timeout = timeout,
+                       .token = EnvString("SYNCLINE_STORE_TOKEN")}));
   std::shared_ptr<Store> store =
       server ? std::make_shared<HostingStore>(std::move(server), client) : client;
   if (!info.store_prefix.empty()) store = MakePrefixStore(info.store_prefix, store);

@@ -122,12 +122,27 @@ absl::StatusOr<Socket> ConnectOnce(const TcpStoreClientOptions& o,
     ::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     // A foreign listener may never answer: bound the handshake.
     absl::Time hs_deadline = std::min(deadline, absl::Now() + absl::Seconds(10));
-    SL_RETURN_IF_ERROR(WriteAll(s.fd(), proto::EncodeHello(), hs_deadline));
-    char hello[proto::kHelloBytes];
-    absl::Status read = ReadAll(s.fd(), hello, sizeof(hello), hs_deadline);
+    std::string hello_out = proto::EncodeHello();
+    uint32_t token_len = o.token.size();
+    for (int i = 0; i < 4; ++i) hello_out.push_back(static_cast<char>((token_len >> (8 * i)) & 0xff));
+    hello_out += o.token;
+    absl::Status sent = WriteAll(s.fd(), hello_out, hs_deadline);
+    if (!sent.ok()) {
+      last = sent;
+      continue;
+    }
+    char hello[proto::kHelloBytes + 1];
+    absl::Status read = ReadAll(s.fd(), hello, proto::kHelloBytes, hs_deadline);
     uint32_t magic = 0, version = 0;
-    if (read.ok() && proto::DecodeHello({hello, sizeof(hello)}, &magic, &version)) {
+    if (read.ok() && proto::DecodeHello({hello, proto::kHelloBytes}, &magic, &version)) {
+      read = ReadAll(s.fd(), hello + proto::kHelloBytes, 1, hs_deadline);
       ::freeaddrinfo(res);
+      if (!read.ok() || hello[proto::kHelloBytes] != 0) {
+        *foreign = true;
+        return absl::PermissionDeniedError(
+            "the store refused this client's token: set the same "
+            "SYNCLINE_STORE_TOKEN on every rank and on the launcher");
+      }
       return s;
     }
     *foreign = read.ok() || absl::IsDeadlineExceeded(read);
@@ -355,6 +370,7 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectTcpStore(
     last = socket.status();
     absl::Duration left = deadline - absl::Now();
     if (foreign || absl::IsInvalidArgument(last) || left <= absl::ZeroDuration()) break;
+    // A refused token is final, not a reason to retry.
     absl::SleepFor(std::min(backoff, left));
     backoff = std::min(backoff * 2, absl::Milliseconds(500));
   }

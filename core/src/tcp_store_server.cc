@@ -29,6 +29,7 @@
 #include "syncline/log.h"
 #include "syncline/tcp_store.h"
 #include "tcp_store_protocol.h"
+#include "tcp_store_session.h"
 
 namespace syncline {
 
@@ -41,16 +42,13 @@ constexpr size_t kMaxPendingOutput = 256u << 20;
 struct Conn {
   int fd = -1;
   std::string peer;
-  bool greeted = false;
-  bool closing = false;  // close once `out` is flushed
-  std::string in;
+  proto::Session session;
   std::string out;
 };
 
 struct Waiter {
   int fd;
-  proto::Command command;  // kGet or kWait
-  std::vector<std::string> keys;
+  proto::ParkedRequest request;
   absl::Time deadline;
 };
 
@@ -74,9 +72,10 @@ std::string PeerName(const sockaddr_storage& addr) {
 class TcpStoreServer::Impl {
  public:
   Impl(int listen_fd, int wake_read, int wake_write, std::string host, int port,
-       int max_connections)
+       int max_connections, std::string token)
       : listen_fd_(listen_fd), wake_read_(wake_read), wake_write_(wake_write),
-        host_(std::move(host)), port_(port), max_connections_(max_connections) {
+        host_(std::move(host)), port_(port), max_connections_(max_connections),
+        token_(std::move(token)) {
     thread_ = std::thread([this] { Serve(); });
   }
 
@@ -123,7 +122,7 @@ class TcpStoreServer::Impl {
         bool ok = true;
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) ok = ReadFrom(conn);
         if (ok && (fds[i].revents & POLLOUT)) ok = Flush(conn);
-        if (!ok || (conn.closing && conn.out.empty())) Close(fds[i].fd);
+        if (!ok) Close(fds[i].fd);
       }
       ExpireWaiters();
     }
@@ -143,14 +142,15 @@ class TcpStoreServer::Impl {
     }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    Conn& conn = conns_[fd];
-    conn.fd = fd;
-    conn.peer = PeerName(addr);
+    Conn& conn = conns_.try_emplace(fd, Conn{fd, PeerName(addr), proto::Session(token_), ""})
+                     .first->second;
+    (void)conn;
   }
 
   // Returns false when the connection must be closed now.
   bool ReadFrom(Conn& conn) {
     char buf[65536];
+    size_t taken = 0;
     while (true) {
       ssize_t n = ::recv(conn.fd, buf, sizeof(buf), 0);
       if (n == 0) return false;
@@ -159,152 +159,37 @@ class TcpStoreServer::Impl {
         if (errno == EINTR) continue;
         return false;
       }
-      conn.in.append(buf, n);
-      if (!Process(conn)) return false;
+      std::vector<proto::ParkedRequest> parked;
+      bool mutated = false;
+      bool ok = conn.session.Feed({buf, static_cast<size_t>(n)}, data_, &conn.out, &parked,
+                                  &mutated);
+      for (auto& p : parked) {
+        absl::Time deadline = absl::Now() + absl::Milliseconds(std::max<int64_t>(p.timeout_ms, 0));
+        waiters_.push_back({conn.fd, std::move(p), deadline});
+      }
+      if (mutated || !parked.empty()) WakeWaiters();
+      if (!ok) {
+        ++rejected_;
+        SL_LOG(WARN, "store: refused %s from %s; closing that connection",
+               conn.session.error(), conn.peer);
+        Flush(conn);  // best effort: e.g. the token refusal
+        return false;
+      }
       // Fairness: serve others before reading more from a fast sender.
-      if (conn.in.size() > (4u << 20)) break;
+      taken += n;
+      if (taken > (4u << 20)) break;
     }
     return Flush(conn);
-  }
-
-  // Consumes complete frames from conn.in. False on a protocol violation.
-  bool Process(Conn& conn) {
-    if (!conn.greeted) {
-      if (conn.in.size() < proto::kHelloBytes) return true;
-      uint32_t magic, version;
-      if (!proto::DecodeHello(conn.in, &magic, &version)) {
-        Reject(conn, absl::StrFormat("bad handshake (magic 0x%08x version %u)",
-                                     magic, version));
-        return false;
-      }
-      conn.in.erase(0, proto::kHelloBytes);
-      conn.out += proto::EncodeHello();
-      conn.greeted = true;
-    }
-    while (conn.in.size() >= 4) {
-      uint32_t len = proto::LoadU32(conn.in.data());
-      if (len == 0 || len > proto::MaxFrameBytes()) {
-        Reject(conn, absl::StrCat("frame of ", len, " bytes (limit ",
-                                  proto::MaxFrameBytes(), ")"));
-        conn.out += proto::Writer(static_cast<uint8_t>(proto::Code::kError))
-                        .Bytes("frame exceeds the store's size limit")
-                        .Frame();
-        Flush(conn);  // best effort: the connection is closed right after
-        return false;
-      }
-      if (conn.in.size() < 4 + size_t{len}) return true;
-      std::string body = conn.in.substr(4, len);
-      conn.in.erase(0, 4 + size_t{len});
-      if (!Handle(conn, body)) {
-        Reject(conn, "malformed request");
-        return false;
-      }
-    }
-    return true;
-  }
-
-  void Reject(Conn& conn, const std::string& why) {
-    ++rejected_;
-    SL_LOG(WARN, "store: refused %s from %s; closing that connection", why,
-           conn.peer);
-  }
-
-  bool Handle(Conn& conn, absl::string_view body) {
-    proto::Reader r(body);
-    uint8_t cmd;
-    if (!r.U8(&cmd)) return false;
-    std::string key, a, b;
-    int64_t num = 0;
-    auto reply = [&](proto::Writer w) { conn.out += w.Frame(); };
-    auto ok = [] { return proto::Writer(static_cast<uint8_t>(proto::Code::kOk)); };
-    switch (static_cast<proto::Command>(cmd)) {
-      case proto::Command::kSet:
-        if (!r.Bytes(&key, kStoreMaxKeyBytes) || !r.Bytes(&a, kStoreMaxValueBytes)) return false;
-        data_[key] = a;
-        reply(ok());
-        WakeWaiters();
-        return true;
-      case proto::Command::kGet:
-        if (!r.Bytes(&key, kStoreMaxKeyBytes) || !r.Int(&num)) return false;
-        Park(conn, proto::Command::kGet, {key}, num);
-        return true;
-      case proto::Command::kAdd: {
-        if (!r.Bytes(&key, kStoreMaxKeyBytes) || !r.Int(&num)) return false;
-        int64_t value = 0;
-        auto it = data_.find(key);
-        if (it != data_.end() && !absl::SimpleAtoi(it->second, &value)) {
-          reply(proto::Writer(static_cast<uint8_t>(proto::Code::kError))
-                    .Bytes(absl::StrCat("key '", key, "' is not an integer")));
-          return true;
-        }
-        value += num;
-        data_[key] = absl::StrCat(value);
-        reply(ok().Int(value));
-        WakeWaiters();
-        return true;
-      }
-      case proto::Command::kWait: {
-        uint32_t n;
-        if (!r.U32(&n) || n > kStoreMaxKeysPerWait) return false;
-        std::vector<std::string> keys(n);
-        for (auto& k : keys) if (!r.Bytes(&k, kStoreMaxKeyBytes)) return false;
-        if (!r.Int(&num)) return false;
-        Park(conn, proto::Command::kWait, std::move(keys), num);
-        return true;
-      }
-      case proto::Command::kCompareSet: {
-        if (!r.Bytes(&key, kStoreMaxKeyBytes) || !r.Bytes(&a, kStoreMaxValueBytes) ||
-            !r.Bytes(&b, kStoreMaxValueBytes)) return false;
-        auto it = data_.find(key);
-        if ((it == data_.end() && a.empty()) || (it != data_.end() && it->second == a)) {
-          data_[key] = b;
-          reply(ok().Bytes(b));
-          WakeWaiters();
-        } else {
-          reply(ok().Bytes(it == data_.end() ? std::string() : it->second));
-        }
-        return true;
-      }
-      case proto::Command::kDelete:
-        if (!r.Bytes(&key, kStoreMaxKeyBytes)) return false;
-        reply(ok().Int(data_.erase(key) > 0 ? 1 : 0));
-        return true;
-      case proto::Command::kNumKeys:
-        reply(ok().Int(static_cast<int64_t>(data_.size())));
-        return true;
-      case proto::Command::kCheck: {
-        uint32_t n;
-        if (!r.U32(&n) || n > kStoreMaxKeysPerWait) return false;
-        proto::Writer w = ok();
-        w.U32(n);
-        for (uint32_t i = 0; i < n; ++i) {
-          if (!r.Bytes(&key, kStoreMaxKeyBytes)) return false;
-          w.Int(data_.count(key) ? 1 : 0);
-        }
-        reply(w);
-        return true;
-      }
-    }
-    return false;
-  }
-
-  void Park(Conn& conn, proto::Command command, std::vector<std::string> keys,
-            int64_t timeout_ms) {
-    waiters_.push_back({conn.fd, command, std::move(keys),
-                        absl::Now() + absl::Milliseconds(std::max<int64_t>(timeout_ms, 0))});
-    WakeWaiters();
   }
 
   // Answers every waiter whose keys all exist.
   void WakeWaiters() {
     for (auto it = waiters_.begin(); it != waiters_.end();) {
       bool ready = true;
-      for (const auto& k : it->keys) ready = ready && data_.count(k) > 0;
+      for (const auto& k : it->request.keys) ready = ready && data_.count(k) > 0;
       auto conn = conns_.find(it->fd);
       if (ready && conn != conns_.end()) {
-        proto::Writer w(static_cast<uint8_t>(proto::Code::kOk));
-        if (it->command == proto::Command::kGet) w.Bytes(data_[it->keys[0]]);
-        conn->second.out += w.Frame();
+        conn->second.out += proto::Session::Answer(it->request, data_);
         Flush(conn->second);
         it = waiters_.erase(it);
       } else {
@@ -318,12 +203,7 @@ class TcpStoreServer::Impl {
     for (auto it = waiters_.begin(); it != waiters_.end();) {
       auto conn = conns_.find(it->fd);
       if (it->deadline <= now && conn != conns_.end()) {
-        std::vector<std::string> missing;
-        for (const auto& k : it->keys) if (!data_.count(k)) missing.push_back(k);
-        conn->second.out +=
-            proto::Writer(static_cast<uint8_t>(proto::Code::kTimeout))
-                .Bytes(absl::StrJoin(missing, "\n"))
-                .Frame();
+        conn->second.out += proto::Session::TimedOut(it->request, data_);
         Flush(conn->second);
         it = waiters_.erase(it);
       } else {
@@ -359,12 +239,13 @@ class TcpStoreServer::Impl {
   const std::string host_;
   const int port_;
   const int max_connections_;
+  const std::string token_;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> rejected_{0};
   // Owned by the serving thread only.
   std::map<int, Conn> conns_;
   std::list<Waiter> waiters_;
-  std::map<std::string, std::string> data_;
+  proto::KeyValueMap data_;
   std::thread thread_;  // joined in the destructor
 };
 
@@ -416,7 +297,7 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     return absl::InternalError("store: pipe2 failed");
   }
   auto impl = std::make_unique<Impl>(fd, pipe_fds[0], pipe_fds[1], options.host,
-                                     port, options.max_connections);
+                                     port, options.max_connections, options.token);
   return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(std::move(impl)));
 }
 

@@ -31,10 +31,11 @@ void SendRaw(int fd, const std::string& bytes) {
             static_cast<ssize_t>(bytes.size()));
 }
 
+// Magic, version and an empty token (the test host is little endian).
 std::string Hello() {
-  std::string h(8, '\0');
+  std::string h(12, '\0');
   uint32_t magic = kStoreMagic, version = kStoreProtocolVersion;
-  std::memcpy(h.data(), &magic, 4);  // the test host is little endian
+  std::memcpy(h.data(), &magic, 4);
   std::memcpy(h.data() + 4, &version, 4);
   return h;
 }
@@ -146,6 +147,26 @@ TEST_F(TcpStoreTest, ServerExitFailsPendingGetPromptly) {
   EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("closed the connection"));
   // Later calls fail at once, with the reason.
   EXPECT_THAT(std::string(client_->Set("x", "y").message()), ::testing::HasSubstr("lost"));
+}
+
+TEST(TcpStoreToken, OnlyClientsWithTheTokenAreServed) {
+  auto server = *TcpStoreServer::Start({.host = "127.0.0.1", .port = 0, .token = "s3cret"});
+  absl::Time start = absl::Now();
+  auto wrong = ConnectTcpStore({.host = "127.0.0.1", .port = server->port(),
+                                .connect_timeout = absl::Seconds(5), .token = "guess"});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_TRUE(absl::IsUnavailable(wrong.status())) << wrong.status();
+  EXPECT_THAT(std::string(wrong.status().message()), ::testing::HasSubstr("refused this client's token"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << "a refusal is final, not retried";
+  auto none = ConnectTcpStore({.host = "127.0.0.1", .port = server->port(),
+                               .connect_timeout = absl::Seconds(5)});
+  ASSERT_FALSE(none.ok());
+  EXPECT_GE(server->rejected_frames(), 2);
+  auto right = ConnectTcpStore({.host = "127.0.0.1", .port = server->port(),
+                                .connect_timeout = absl::Seconds(5), .token = "s3cret"});
+  ASSERT_TRUE(right.ok()) << right.status();
+  ASSERT_TRUE((*right)->Set("k", "v").ok());
+  EXPECT_EQ(*(*right)->Get("k", absl::Seconds(1)), "v");
 }
 
 TEST(TcpStoreServerStart, PortInUseIsExplained) {

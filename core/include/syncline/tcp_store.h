@@ -6,6 +6,8 @@
 // keeps serving the others. A client that stalls or disconnects cannot block
 // anyone else. Blocking waits are parked on the server, not spun.
 //
+// With a token (SYNCLINE_STORE_TOKEN), only clients that present it are served.
+//
 // TcpStore (the client) connects with retries until its timeout, checks the
 // handshake (so it notices a foreign program on the port), and sends one
 // request at a time. It is thread-safe (requests are serialized).
@@ -30,15 +32,19 @@ namespace syncline {
 // Protocol limits. Frames larger than these are refused and the connection
 // closed; other clients are unaffected.
 inline constexpr uint32_t kStoreMagic = 0x53594e43;  // "SYNC"
-inline constexpr uint32_t kStoreProtocolVersion = 1;
+inline constexpr uint32_t kStoreProtocolVersion = 2;
 inline constexpr size_t kStoreMaxKeyBytes = 4096;
 inline constexpr size_t kStoreMaxValueBytes = 64u << 20;
 inline constexpr size_t kStoreMaxKeysPerWait = 4096;
+inline constexpr size_t kMaxTokenBytes = 256;
 
 struct TcpStoreServerOptions {
   std::string host = "127.0.0.1";  // bind address (not every interface)
   int port = 0;                    // 0: pick a free port
   int max_connections = 4096;
+  // When non-empty, clients must present this token in the handshake
+  // (SYNCLINE_STORE_TOKEN); others are refused and logged with their address.
+  std::string token;
 };
 
 class TcpStoreServer {
@@ -66,6 +72,7 @@ struct TcpStoreClientOptions {
   int port = 0;
   // How long to keep retrying the connection and handshake.
   absl::Duration connect_timeout = absl::Seconds(60);
+  std::string token;  // presented in the handshake (SYNCLINE_STORE_TOKEN)
 };
 
 // Connects to a TcpStoreServer. Retries until connect_timeout; the error names
