@@ -1,0 +1,34 @@
+// diagnostics.h: what Syncline can find on this machine, for syncline-doctor
+// and for error messages.
+//
+// Example:
+//   for (const auto& b : syncline::ProbeBackends()) {
+//     std::cout << b.name << (b.loaded ? " ok " : " unavailable: ") << b.detail;
+//   }
+#ifndef SYNCLINE_DIAGNOSTICS_H_
+#define SYNCLINE_DIAGNOSTICS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace syncline {
+
+struct BackendProbe {
+  std::string name;     // "gloo"
+  bool loaded = false;  // the plugin loaded and its table is valid
+  std::string detail;   // version string when loaded, else why not
+  uint32_t abi_version = 0;
+  std::vector<std::string> devices;  // "cpu", "cuda"
+};
+
+// Tries to load every backend found on the search path plus the known names
+// (gloo, ucx, nccl), and says for each why it is or is not usable.
+std::vector<BackendProbe> ProbeBackends();
+
+// The plugin search path, in order.
+std::vector<std::string> PluginSearchPaths();
+
+}  // namespace syncline
+
+#endif  // SYNCLINE_DIAGNOSTICS_H_

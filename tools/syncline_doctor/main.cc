@@ -1,0 +1,154 @@
+// syncline-doctor: what Syncline finds on this machine, and why.
+//
+//   syncline-doctor            human-readable report
+//   syncline-doctor --json     the same for machines
+//   syncline-run -n 2 -- syncline-doctor
+//                              also runs a short allreduce self-test across
+//                              the job and prints its bus bandwidth
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "probes.h"
+#include "syncline/communicator.h"
+#include "syncline/diagnostics.h"
+#include "syncline/rendezvous.h"
+
+ABSL_FLAG(bool, json, false, "Print the report as JSON.");
+ABSL_FLAG(int, selftest_mib, 16, "Allreduce size of the self-test, in MiB.");
+
+namespace syncline::doctor {
+namespace {
+
+std::string Q(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') { out += "\\n"; continue; }
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Runs under a launcher: a few timed allreduces across the job.
+std::string SelfTest(bool* ran, double* busbw) {
+  const char* ws = std::getenv("WORLD_SIZE");
+  int world = 0;
+  if (ws == nullptr || !absl::SimpleAtoi(ws, &world) || world < 2) return "";
+  *ran = true;
+  auto comm = Communicator::Create({});
+  if (!comm.ok()) return std::string(comm.status().message());
+  size_t count = static_cast<size_t>(absl::GetFlag(FLAGS_selftest_mib)) << 18;
+  std::vector<float> data(count, 1.0f);
+  constexpr int kIters = 5;
+  absl::Time start;
+  for (int i = 0; i <= kIters; ++i) {
+    if (i == 1) start = absl::Now();  // the first is warm-up
+    auto w = (*comm)->Allreduce(View(data));
+    absl::Status st = w.ok() ? (*w)->Wait() : w.status();
+    if (!st.ok()) return std::string(st.message());
+  }
+  double seconds = absl::ToDoubleSeconds(absl::Now() - start) / kIters;
+  int n = (*comm)->size();
+  *busbw = count * 4.0 / seconds / 1e9 * 2.0 * (n - 1) / n;
+  double expected = 1.0;
+  for (int i = 0; i <= kIters; ++i) expected *= n;
+  if (data[0] != static_cast<float>(expected)) {
+    return absl::StrFormat("wrong result: %g, expected %g", data[0], expected);
+  }
+  return absl::StrFormat("ok over %s on %d ranks", (*comm)->backend_name(), n);
+}
+
+int Main() {
+  bool json = absl::GetFlag(FLAGS_json);
+  auto backends = ProbeBackends();
+  auto libs = ProbeLibraries();
+  auto ifaces = ProbeInterfaces();
+  auto env = RelevantEnvironment();
+  auto rdzv = ResolveRendezvous(-1, -1);
+  std::string master = rdzv.ok() ? absl::StrCat(rdzv->master_addr, ":", rdzv->master_port)
+                                 : std::string(rdzv.status().message());
+  std::string route = rdzv.ok() ? RouteTo(rdzv->master_addr) : "";
+  bool has_master = std::getenv("MASTER_ADDR") || std::getenv("SYNCLINE_MASTER_ADDR");
+  std::string store = (rdzv.ok() && has_master && std::getenv("MASTER_PORT"))
+                          ? ProbeStore(rdzv->master_addr, rdzv->master_port)
+                          : "not checked (no MASTER_ADDR/MASTER_PORT)";
+  bool ran = false;
+  double busbw = 0;
+  std::string selftest = SelfTest(&ran, &busbw);
+  if (rdzv.ok() && rdzv->rank != 0) return selftest.rfind("ok", 0) == 0 || !ran ? 0 : 1;
+
+  if (json) {
+    std::string out = "{\"backends\":[";
+    for (size_t i = 0; i < backends.size(); ++i) {
+      absl::StrAppend(&out, i ? "," : "", "{\"name\":", Q(backends[i].name), ",\"loaded\":",
+                      backends[i].loaded ? "true" : "false", ",\"detail\":", Q(backends[i].detail),
+                      ",\"devices\":[", absl::StrJoin(backends[i].devices, ",",
+                                                      [](std::string* o, const std::string& d) {
+                                                        o->append(Q(d));
+                                                      }),
+                      "]}");
+    }
+    absl::StrAppend(&out, "],\"libraries\":[");
+    for (size_t i = 0; i < libs.size(); ++i) {
+      absl::StrAppend(&out, i ? "," : "", "{\"name\":", Q(libs[i].name), ",\"found\":",
+                      libs[i].found ? "true" : "false", ",\"version\":", Q(libs[i].version), "}");
+    }
+    absl::StrAppend(&out, "],\"interfaces\":[");
+    for (size_t i = 0; i < ifaces.size(); ++i) {
+      absl::StrAppend(&out, i ? "," : "", "{\"name\":", Q(ifaces[i].name), ",\"address\":",
+                      Q(ifaces[i].address), ",\"loopback\":", ifaces[i].loopback ? "true" : "false",
+                      "}");
+    }
+    absl::StrAppend(&out, "],\"environment\":{");
+    for (size_t i = 0; i < env.size(); ++i) {
+      absl::StrAppend(&out, i ? "," : "", Q(env[i].first), ":", Q(env[i].second));
+    }
+    absl::StrAppend(&out, "},\"master\":", Q(master), ",\"local_address\":", Q(route),
+                    ",\"store\":", Q(store), ",\"plugin_path\":",
+                    Q(absl::StrJoin(PluginSearchPaths(), ":")));
+    if (ran) absl::StrAppend(&out, ",\"selftest\":", Q(selftest), ",\"busbw_gbps\":", busbw);
+    absl::StrAppend(&out, "}\n");
+    std::fputs(out.c_str(), stdout);
+  } else {
+    std::printf("Backends (search path %s):\n", absl::StrJoin(PluginSearchPaths(), ":").c_str());
+    for (const auto& b : backends) {
+      std::string first_line = b.detail.substr(0, b.detail.find('\n'));
+      std::printf("  %-6s %s %s\n", b.name.c_str(), b.loaded ? "ok         " : "unavailable",
+                  b.loaded ? absl::StrCat(first_line, " [", absl::StrJoin(b.devices, ","), "]").c_str()
+                           : b.detail.c_str());
+    }
+    std::printf("Libraries:\n");
+    for (const auto& l : libs) {
+      std::printf("  %-12s %s\n", l.name.c_str(), l.version.c_str());
+    }
+    std::printf("Interfaces:\n");
+    for (const auto& i : ifaces) {
+      std::printf("  %-10s %s%s\n", i.name.c_str(), i.address.c_str(), i.loopback ? " (loopback)" : "");
+    }
+    std::printf("Master: %s, reached from local address %s\nStore: %s\n", master.c_str(),
+                route.c_str(), store.c_str());
+    std::printf("Environment:\n");
+    for (const auto& [k, v] : env) std::printf("  %s=%s\n", k.c_str(), v.c_str());
+    if (ran) std::printf("Self-test: %s, busbw %.2f GB/s\n", selftest.c_str(), busbw);
+  }
+  return !ran || selftest.rfind("ok", 0) == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace syncline::doctor
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Reports what Syncline finds on this machine. Flags: --json");
+  absl::ParseCommandLine(argc, argv);
+  return syncline::doctor::Main();
+}
