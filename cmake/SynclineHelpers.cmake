@@ -11,6 +11,7 @@ function(syncline_add_test)
   target_link_libraries(${T_NAME} PRIVATE syncline_test_common GTest::gtest_main GTest::gmock ${T_LIBS})
   gtest_discover_tests(${T_NAME}
     DISCOVERY_TIMEOUT 60
+    NO_PRETTY_VALUES TRUE
     PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
                ENVIRONMENT "SYNCLINE_PLUGIN_PATH=${CMAKE_BINARY_DIR}/lib;SYNCLINE_TEST_DATA_DIR=${CMAKE_SOURCE_DIR}/data")
 endfunction()

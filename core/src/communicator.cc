@@ -161,7 +161,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
                                        (*table)->abi_version,
                                        (*table)->version ? (*table)->version : "?");
   if (size > 1) SL_RETURN_IF_ERROR(AgreeOnBackend(*scoped, rank, size, choice, timeout));
-  auto backend_store = MakePrefixStore("backend", scoped);
+  // The plugin gets its own scope: the agreement keys above are "backend/<r>".
+  auto backend_store = MakePrefixStore("plugin", scoped);
   SL_ASSIGN_OR_RETURN(impl->comm,
                       internal::CreateBackendComm(impl->table, rank, size, *backend_store,
                                         options.device, timeout, comm_id,

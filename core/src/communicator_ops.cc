@@ -224,7 +224,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
   auto scoped = MakePrefixStore(
       absl::StrCat("comm", impl_->comm_id, "/split", split_index, "/color", color),
       impl_->root_store);
-  auto backend_store = MakePrefixStore("backend", scoped);
+  auto backend_store = MakePrefixStore("plugin", scoped);
   auto impl = std::make_unique<Impl>();
   impl->table = impl_->table;
   impl->name = impl_->name;

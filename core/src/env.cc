@@ -54,8 +54,23 @@ const std::vector<EnvOption>& EnvOptions() {
        "Ops kept per communicator by the always-on flight recorder."},
       {"SYNCLINE_DEBUG_DIR", "/tmp",
        "Where flight-recorder dumps go (on an op timeout and on SIGUSR1)."},
+      {"SYNCLINE_TEST_BACKENDS", "",
+       "Tests only: extra backends (e.g. ucx,nccl) for the shared collective suite."},
       {"SYNCLINE_WARN", "",
        "Comma-separated pitfall warnings to silence, or 'none' for all."},
+      {"SYNCLINE_CHECK_NAN", "0",
+       "1: the check interposer also scans floating-point inputs for NaN/Inf "
+       "before each collective and fails it on every rank, naming the rank, "
+       "the op and the first bad element."},
+      {"SYNCLINE_TRACE_DIR", "",
+       "Folder where the trace interposer writes trace-rank<r>.json (Chrome "
+       "trace / Perfetto); the current folder when unset. Merge the ranks "
+       "with syncline-trace-merge."},
+      {"SYNCLINE_FAULT", "",
+       "Faults the faults interposer injects, ';'-separated: "
+       "delay:rank=1,op=5,ms=2000, kill:rank=2,op=7, close:rank=0,op=3, "
+       "fail_init:rank=1. op is the sequence number, rank may be *, and "
+       "comm=ID limits a fault to one communicator."},
   };
   return kOptions;
 }

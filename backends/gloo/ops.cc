@@ -1,0 +1,312 @@
+#include "backends/gloo/ops.h"
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backends/common/reduce.h"
+#include "gloo/allgather.h"
+#include "gloo/allreduce.h"
+#include "gloo/alltoall.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/context.h"
+#include "gloo/reduce.h"
+#include "gloo/transport/unbound_buffer.h"
+
+namespace syncline::gloo_backend {
+namespace {
+
+using backend::SlDivideBy;
+using backend::SlDtypeName;
+using backend::SlOpKindName;
+
+// Point-to-point slots live far above Gloo's collective slot prefixes
+// (Slot::build puts an 8-bit prefix in the top byte), so a user tag can never
+// collide with a collective's slot.
+constexpr uint64_t kP2pSlotBase = 0xf0ull << 56;
+
+// Collectives use the low 32 bits of the sequence number as their Gloo tag.
+uint32_t TagOf(const sl_op_t& op) { return static_cast<uint32_t>(op.seq); }
+
+::gloo::AllreduceOptions::Func ReduceFunction(sl_dtype_t dtype, sl_redop_t redop) {
+  return [dtype, redop](void* out, const void* a, const void* b, size_t n) {
+    backend::SlReduce3(out, a, b, n, dtype, redop);
+  };
+}
+
+// The single-rank case needs no transport: copy where the op would.
+void RunLocal(const sl_op_t& op) {
+  const size_t elem = sl_dtype_size(op.recv.dtype);
+  switch (op.kind) {
+    case SL_OP_ALLREDUCE:
+    case SL_OP_ALLGATHER:
+    case SL_OP_REDUCE_SCATTER:
+    case SL_OP_ALLTOALL:
+    case SL_OP_REDUCE:
+      if (op.send.data != nullptr && op.send.data != op.recv.data && op.recv.count > 0) {
+        std::memmove(op.recv.data, op.send.data, op.recv.count * elem);
+      }
+      return;
+    default:  // broadcast and barrier are no-ops on one rank
+      return;
+  }
+}
+
+template <typename T>
+void Allreduce(const std::shared_ptr<::gloo::Context>& context, void* send, void* recv,
+               size_t n, const sl_op_t& op, std::chrono::milliseconds timeout) {
+  ::gloo::AllreduceOptions options(context);
+  if (send != nullptr && send != recv) {
+    options.setInput(static_cast<T*>(send), n);
+  }
+  options.setOutput(static_cast<T*>(recv), n);
+  options.setReduceFunction(ReduceFunction(op.recv.dtype, op.redop));
+  options.setTag(TagOf(op));
+  options.setTimeout(timeout);
+  ::gloo::allreduce(options);
+}
+
+template <typename T>
+void RunTyped(const std::shared_ptr<::gloo::Context>& context, const sl_op_t& op,
+              std::chrono::milliseconds timeout) {
+  const int size = context->size;
+  const int rank = context->rank;
+  const sl_dtype_t dtype = op.recv.dtype;
+  switch (op.kind) {
+    case SL_OP_ALLREDUCE: {
+      const size_t n = op.recv.count;
+      Allreduce<T>(context, op.send.data, op.recv.data, n, op, timeout);
+      if (op.redop == SL_AVG) SlDivideBy(op.recv.data, n, dtype, size);
+      return;
+    }
+    case SL_OP_REDUCE_SCATTER: {
+      // Gloo has no reduce-scatter for arbitrary reduce functions: reduce
+      // the whole input into scratch (the send buffer is the caller's and
+      // must stay intact), then keep this rank's block.
+      const size_t n = op.recv.count;
+      std::vector<T> scratch(static_cast<const T*>(op.send.data),
+                             static_cast<const T*>(op.send.data) + n * size);
+      Allreduce<T>(context, nullptr, scratch.data(), n * size, op, timeout);
+      std::memcpy(op.recv.data, scratch.data() + n * rank, n * sizeof(T));
+      if (op.redop == SL_AVG) SlDivideBy(op.recv.data, n, dtype, size);
+      return;
+    }
+    case SL_OP_REDUCE: {
+      const size_t n = op.send.count;
+      // Gloo's ring reduce writes partial results into the output on every
+      // rank; non-roots get scratch so their (unused) recv stays untouched.
+      std::vector<T> scratch;
+      T* out = static_cast<T*>(op.recv.data);
+      if (rank != op.root) {
+        scratch.resize(n);
+        out = scratch.data();
+      }
+      ::gloo::ReduceOptions options(context);
+      if (op.send.data != out) options.setInput(static_cast<T*>(op.send.data), n);
+      options.setOutput(out, n);
+      options.setRoot(op.root);
+      options.setReduceFunction(ReduceFunction(op.send.dtype, op.redop));
+      options.setTag(TagOf(op));
+      options.setTimeout(timeout);
+      ::gloo::reduce(options);
+      if (op.redop == SL_AVG && rank == op.root) {
+        SlDivideBy(op.recv.data, n, dtype, size);
+      }
+      return;
+    }
+    case SL_OP_BROADCAST: {
+      ::gloo::BroadcastOptions options(context);
+      options.setOutput(static_cast<T*>(op.recv.data), op.recv.count);
+      options.setRoot(op.root);
+      options.setTag(TagOf(op));
+      options.setTimeout(timeout);
+      ::gloo::broadcast(options);
+      return;
+    }
+    case SL_OP_ALLGATHER: {
+      ::gloo::AllgatherOptions options(context);
+      options.setInput(static_cast<T*>(op.send.data), op.send.count);
+      options.setOutput(static_cast<T*>(op.recv.data), op.recv.count);
+      options.setTag(TagOf(op));
+      options.setTimeout(timeout);
+      ::gloo::allgather(options);
+      return;
+    }
+    case SL_OP_ALLTOALL: {
+      ::gloo::AlltoallOptions options(context);
+      options.setInput(static_cast<T*>(op.send.data), op.send.count);
+      options.setOutput(static_cast<T*>(op.recv.data), op.recv.count);
+      options.setTag(TagOf(op));
+      options.setTimeout(timeout);
+      ::gloo::alltoall(options);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// The buffer that defines the op's dtype and per-rank count. ALLREDUCE
+// reads recv because an in-place call may leave send empty.
+const sl_buffer_t& DataBuffer(const sl_op_t& op) {
+  switch (op.kind) {
+    case SL_OP_ALLREDUCE:
+    case SL_OP_BROADCAST:
+    case SL_OP_RECV:
+      return op.recv;
+    default:
+      return op.send;
+  }
+}
+
+bool IsCpu(const sl_buffer_t& b) { return b.device == SL_DEVICE_CPU; }
+
+}  // namespace
+
+sl_result_t ValidateOp(const sl_op_t& op, int rank, int size, std::string* message) {
+  const int kind = static_cast<int>(op.kind);
+  if (kind < 0 || kind >= SL_OP_KIND_COUNT) {
+    *message = "unknown op kind " + std::to_string(kind);
+    return SL_ERR_INVALID_ARGUMENT;
+  }
+  const std::string what =
+      std::string(SlOpKindName(op.kind)) + " #" + std::to_string(op.seq);
+  if (op.kind == SL_OP_BARRIER) return SL_OK;
+
+  const bool uses_send = op.kind != SL_OP_BROADCAST && op.kind != SL_OP_RECV;
+  const bool uses_recv =
+      op.kind != SL_OP_SEND && (op.kind != SL_OP_REDUCE || rank == op.root);
+  const sl_buffer_t& data = DataBuffer(op);
+  const bool in_place_allreduce = op.kind == SL_OP_ALLREDUCE && op.send.data == nullptr;
+  if ((uses_send && !IsCpu(op.send)) || (uses_recv && !IsCpu(op.recv))) {
+    *message = what +
+               ": the gloo backend handles CPU buffers only, got a CUDA "
+               "buffer (use SYNCLINE_BACKEND=nccl or cpu:gloo,cuda:nccl)";
+    return SL_ERR_UNSUPPORTED;
+  }
+  if (!backend::SlIsValidDtype(data.dtype)) {
+    *message = what + ": invalid dtype " + std::to_string(static_cast<int>(data.dtype));
+    return SL_ERR_INVALID_ARGUMENT;
+  }
+  if (uses_send && uses_recv && !in_place_allreduce && op.send.dtype != op.recv.dtype) {
+    *message = what + ": send is " + SlDtypeName(op.send.dtype) + " but recv is " +
+               SlDtypeName(op.recv.dtype);
+    return SL_ERR_INVALID_ARGUMENT;
+  }
+  const bool reduces = op.kind == SL_OP_ALLREDUCE || op.kind == SL_OP_REDUCE ||
+                       op.kind == SL_OP_REDUCE_SCATTER;
+  if (reduces && !backend::SlIsValidRedop(op.redop)) {
+    *message = what + ": invalid reduce op " + std::to_string(static_cast<int>(op.redop));
+    return SL_ERR_INVALID_ARGUMENT;
+  }
+  if ((op.kind == SL_OP_BROADCAST || op.kind == SL_OP_REDUCE) &&
+      (op.root < 0 || op.root >= size)) {
+    *message = what + ": root " + std::to_string(op.root) + " is outside the group of " +
+               std::to_string(size);
+    return SL_ERR_INVALID_ARGUMENT;
+  }
+  if (op.kind == SL_OP_SEND || op.kind == SL_OP_RECV) {
+    if (op.peer < 0 || op.peer >= size || op.peer == rank) {
+      *message = what + ": peer " + std::to_string(op.peer) +
+                 " is not another rank of this group of " + std::to_string(size) +
+                 " (this is rank " + std::to_string(rank) + ")";
+      return SL_ERR_INVALID_ARGUMENT;
+    }
+  }
+  // Element counts, per the table in plugin_abi.h.
+  const size_t p = static_cast<size_t>(size);
+  size_t want_recv = op.recv.count;
+  switch (op.kind) {
+    case SL_OP_ALLREDUCE:
+      want_recv = in_place_allreduce ? op.recv.count : op.send.count;
+      break;
+    case SL_OP_REDUCE:
+      want_recv = rank == op.root ? op.send.count : op.recv.count;
+      break;
+    case SL_OP_ALLGATHER:
+      want_recv = op.send.count * p;
+      break;
+    case SL_OP_REDUCE_SCATTER:
+      if (op.send.count != op.recv.count * p) {
+        *message = what + ": send has " + std::to_string(op.send.count) +
+                   " elements, expected recv count x world size = " +
+                   std::to_string(op.recv.count * p);
+        return SL_ERR_INVALID_ARGUMENT;
+      }
+      break;
+    case SL_OP_ALLTOALL:
+      if (op.send.count % p != 0) {
+        *message = what + ": send has " + std::to_string(op.send.count) +
+                   " elements, not a multiple of the world size " + std::to_string(size);
+        return SL_ERR_INVALID_ARGUMENT;
+      }
+      want_recv = op.send.count;
+      break;
+    default:
+      break;
+  }
+  if (op.recv.count != want_recv) {
+    *message = what + ": recv has " + std::to_string(op.recv.count) +
+               " elements, expected " + std::to_string(want_recv);
+    return SL_ERR_INVALID_ARGUMENT;
+  }
+  if ((uses_send && !in_place_allreduce && op.send.count > 0 &&
+       op.send.data == nullptr) ||
+      (uses_recv && op.recv.count > 0 && op.recv.data == nullptr)) {
+    *message = what + ": null buffer with a non-zero count";
+    return SL_ERR_INVALID_ARGUMENT;
+  }
+  return SL_OK;
+}
+
+void RunCollective(const std::shared_ptr<::gloo::Context>& context, const sl_op_t& op,
+                   std::chrono::milliseconds timeout) {
+  if (op.kind == SL_OP_BARRIER) {
+    if (context->size == 1) return;
+    ::gloo::BarrierOptions options(context);
+    options.setTag(TagOf(op));
+    options.setTimeout(timeout);
+    ::gloo::barrier(options);
+    return;
+  }
+  const sl_buffer_t& data = DataBuffer(op);
+  if (data.count == 0) return;  // every rank sees the same count
+  if (context->size == 1) {
+    RunLocal(op);
+    return;
+  }
+  switch (sl_dtype_size(data.dtype)) {
+    case 1:
+      RunTyped<uint8_t>(context, op, timeout);
+      return;
+    case 2:
+      RunTyped<uint16_t>(context, op, timeout);
+      return;
+    case 4:
+      RunTyped<uint32_t>(context, op, timeout);
+      return;
+    case 8:
+      RunTyped<uint64_t>(context, op, timeout);
+      return;
+    default:
+      return;  // ValidateOp rejected it
+  }
+}
+
+std::unique_ptr<::gloo::transport::UnboundBuffer> StartPointToPoint(
+    const std::shared_ptr<::gloo::Context>& context, const sl_op_t& op) {
+  const sl_buffer_t& data = op.kind == SL_OP_SEND ? op.send : op.recv;
+  const size_t bytes = data.count * sl_dtype_size(data.dtype);
+  if (bytes == 0) return nullptr;
+  auto buffer = context->createUnboundBuffer(data.data, bytes);
+  const uint64_t slot = kP2pSlotBase | op.tag;
+  if (op.kind == SL_OP_SEND) {
+    buffer->send(op.peer, slot);
+  } else {
+    buffer->recv(op.peer, slot);
+  }
+  return buffer;
+}
+
+}  // namespace syncline::gloo_backend

@@ -1,0 +1,90 @@
+// work.h: the request object behind each sl_request_t of the Gloo backend.
+//
+// A Request holds one posted op and how it ended. It is shared between the
+// caller's handle (sl_request_t, freed by request_free) and the
+// communicator's queues (the worker thread that runs collectives, the p2p
+// thread that completes sends and receives), so freeing a handle never frees
+// state an op still uses.
+//
+// Lifecycle: created by Communicator::Post (pending) -> Complete() exactly
+// once, by the thread that ran the op, by Abort (SL_ERR_ABORTED), or by
+// validation that fails late. Later Complete() calls are ignored, so an op
+// that ends after an abort does not overwrite the ABORTED result.
+//
+// Thread safety: every method may be called from any thread.
+#ifndef SYNCLINE_BACKENDS_GLOO_WORK_H_
+#define SYNCLINE_BACKENDS_GLOO_WORK_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "syncline/plugin_abi.h"
+
+namespace gloo::transport {
+class UnboundBuffer;
+}  // namespace gloo::transport
+
+namespace syncline::gloo_backend {
+
+using Clock = std::chrono::steady_clock;
+
+class Request {
+ public:
+  // `op` is copied (its buffers are views; the caller keeps them alive).
+  // The op's deadline starts now.
+  explicit Request(const sl_op_t& op);
+  ~Request();
+
+  const sl_op_t& op() const { return op_; }
+  Clock::time_point deadline() const { return deadline_; }
+  Clock::time_point posted() const { return posted_; }
+
+  // Time left until the deadline, at least 1 ms (Gloo treats 0 specially).
+  std::chrono::milliseconds Remaining() const;
+
+  // "allreduce #5 (f32 x 1001, sum)", for messages.
+  std::string Describe() const;
+
+  // Completes the request; returns false (and changes nothing) if it had
+  // already completed.
+  bool Complete(sl_result_t code, std::string message);
+  bool done() const;
+
+  // request_test / request_wait: see plugin_abi.h for the contract.
+  sl_result_t Test(int* done, sl_error_t* err) const;
+  sl_result_t Wait(int64_t timeout_ms, sl_error_t* err) const;
+
+  // Point-to-point only: the Gloo buffer whose completion the p2p thread
+  // waits for. Abort() uses it to interrupt that wait.
+  void set_buffer(std::unique_ptr<gloo::transport::UnboundBuffer> buffer);
+  gloo::transport::UnboundBuffer* buffer() const { return buffer_.get(); }
+
+ private:
+  sl_result_t ResultLocked(sl_error_t* err) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const sl_op_t op_;
+  const Clock::time_point posted_;
+  const Clock::time_point deadline_;
+  // Set before the request is shared with the p2p thread, then immutable.
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  sl_result_t code_ ABSL_GUARDED_BY(mu_) = SL_OK;
+  std::string message_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace syncline::gloo_backend
+
+// The opaque handle of the C ABI: one per request_* caller.
+struct sl_request {
+  std::shared_ptr<syncline::gloo_backend::Request> request;
+};
+
+#endif  // SYNCLINE_BACKENDS_GLOO_WORK_H_

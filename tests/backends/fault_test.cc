@@ -1,0 +1,263 @@
+// Failure behaviour every backend must show: a rank that never joins an op,
+// a rank killed in the middle of one, an abort, and ops the backend cannot
+// or must not run. Each must end in a clear error within the op timeout,
+// never a hang or a wrong answer.
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "backends/backend_params.h"
+#include "common/multiprocess.h"
+#include "gtest/gtest.h"
+#include "syncline/communicator.h"
+
+namespace syncline::testing {
+namespace {
+
+std::unique_ptr<Communicator> Connect(const std::string& backend) {
+  CommunicatorOptions options;
+  options.backend = backend;
+  options.timeout = absl::Seconds(30);
+  auto comm = Communicator::Create(options);
+  EXPECT_TRUE(comm.ok()) << comm.status();
+  return comm.ok() ? std::move(comm).value() : nullptr;
+}
+
+// Posts and waits; returns the status and how long the op took.
+absl::Status RunAllreduce(Communicator& comm, std::vector<float>& data,
+                          absl::Duration op_timeout, absl::Duration* took) {
+  const absl::Time start = absl::Now();
+  AllreduceOptions options;
+  options.timeout = op_timeout;
+  auto work = comm.Allreduce(View(data), options);
+  absl::Status status =
+      work.ok() ? (*work)->Wait(op_timeout + absl::Seconds(60)) : work.status();
+  *took = absl::Now() - start;
+  return status;
+}
+
+class FaultTest : public ::testing::TestWithParam<BackendCase> {};
+
+TEST_P(FaultTest, RankThatNeverCallsTheOpFailsTheOthersInTime) {
+  const std::string backend = GetParam().backend;
+  constexpr int kMissing = 2;
+  const absl::Duration op_timeout = absl::Seconds(3);
+  RunOptions run;
+  run.timeout = absl::Seconds(120);
+  auto results = RunRanks(
+      GetParam().world_size,
+      [&](int rank, int) {
+        auto comm = Connect(backend);
+        ASSERT_NE(comm, nullptr);
+        if (rank == kMissing) {  // joins the group, then never calls the op
+          absl::SleepFor(op_timeout + absl::Seconds(5));
+          return;
+        }
+        const uint64_t seq = comm->next_seq();
+        std::vector<float> data(1001, 1.0f);
+        absl::Duration took;
+        const absl::Status status = RunAllreduce(*comm, data, op_timeout, &took);
+        std::printf("rank %d: allreduce seq=%llu took %s: %s\n", rank,
+                    static_cast<unsigned long long>(seq),
+                    absl::FormatDuration(took).c_str(), status.ToString().c_str());
+        std::fflush(stdout);
+        ASSERT_FALSE(status.ok()) << "the op succeeded without rank " << kMissing;
+        EXPECT_LT(took, op_timeout + absl::Seconds(4)) << status;
+        EXPECT_TRUE(absl::StrContains(status.message(), "allreduce")) << status;
+        EXPECT_TRUE(absl::StrContains(status.message(), "#" + std::to_string(seq)))
+            << "the error does not name the op's sequence number: " << status;
+      },
+      run);
+  ExpectAllSucceeded(results);
+  for (const RankResult& r : results) {
+    if (r.rank == kMissing) continue;
+    EXPECT_TRUE(absl::StrContains(r.output, "allreduce seq=")) << r.output;
+    std::printf("--- rank %d (%.2f s):\n%s", r.rank, r.seconds, r.output.c_str());
+  }
+}
+
+TEST_P(FaultTest, RecvWithoutAMatchingSendTimesOut) {
+  const std::string backend = GetParam().backend;
+  const absl::Duration op_timeout = absl::Seconds(2);
+  auto results = RunRanks(GetParam().world_size, [&](int rank, int) {
+    auto comm = Connect(backend);
+    ASSERT_NE(comm, nullptr);
+    if (rank != 0) {  // never sends
+      absl::SleepFor(op_timeout + absl::Seconds(2));
+      return;
+    }
+    std::vector<int64_t> data(100);
+    SendRecvOptions options;
+    options.timeout = op_timeout;
+    options.tag = 3;
+    const uint64_t seq = comm->next_seq();
+    const absl::Time start = absl::Now();
+    auto work = comm->Recv(View(data), /*peer=*/1, options);
+    ASSERT_TRUE(work.ok()) << work.status();
+    const absl::Status status = (*work)->Wait(absl::Seconds(60));
+    const absl::Duration took = absl::Now() - start;
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+    EXPECT_GE(took, op_timeout - absl::Milliseconds(100)) << status;
+    EXPECT_LT(took, op_timeout + absl::Seconds(3)) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "recv")) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "#" + std::to_string(seq))) << status;
+  });
+  ExpectAllSucceeded(results);
+}
+
+TEST_P(FaultTest, RankKilledInALargeAllreduceFailsTheOthers) {
+  const std::string backend = GetParam().backend;
+  constexpr int kVictim = 1;
+  constexpr size_t kCount = (size_t{64} << 20) / sizeof(float);  // 64 MiB
+  const absl::Duration op_timeout = absl::Seconds(10);
+  RunOptions run;
+  run.timeout = absl::Seconds(150);
+  auto results = RunRanks(
+      GetParam().world_size,
+      [&](int rank, int) {
+        auto comm = Connect(backend);
+        ASSERT_NE(comm, nullptr);
+        std::vector<float> data(kCount, 1.0f);
+        for (int iteration = 0; iteration < 20; ++iteration) {
+          if (rank == kVictim && iteration == 2) {
+            // Die with the op in flight: the transfer is under way.
+            AllreduceOptions options;
+            options.timeout = op_timeout;
+            auto work = comm->Allreduce(View(data), options);
+            absl::SleepFor(absl::Milliseconds(30));
+            raise(SIGKILL);
+          }
+          absl::Duration took;
+          const absl::Status status = RunAllreduce(*comm, data, op_timeout, &took);
+          if (!status.ok()) {
+            std::printf("rank %d: iteration %d failed after %s: %s\n", rank, iteration,
+                        absl::FormatDuration(took).c_str(), status.ToString().c_str());
+            std::fflush(stdout);
+            EXPECT_NE(rank, kVictim);
+            EXPECT_GE(iteration, 2);
+            EXPECT_LT(took, op_timeout + absl::Seconds(5)) << status;
+            EXPECT_TRUE(absl::StrContains(status.message(), "allreduce")) << status;
+            return;
+          }
+        }
+        ADD_FAILURE() << "rank " << rank << " never saw the victim die";
+      },
+      run);
+  ASSERT_EQ(results.size(), static_cast<size_t>(GetParam().world_size));
+  for (const RankResult& r : results) {
+    if (r.rank == kVictim) {
+      EXPECT_EQ(r.signal, SIGKILL) << r.output;
+    } else {
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      EXPECT_FALSE(r.timed_out) << r.output;
+      EXPECT_TRUE(absl::StrContains(r.output, "failed after")) << r.output;
+    }
+    std::printf("--- rank %d (%.2f s):\n%s", r.rank, r.seconds, r.output.c_str());
+  }
+}
+
+TEST_P(FaultTest, AbortFailsPendingOpsAndUnblocksWaiters) {
+  const std::string backend = GetParam().backend;
+  const absl::Duration op_timeout = absl::Seconds(5);
+  RunOptions run;
+  run.timeout = absl::Seconds(90);
+  auto results = RunRanks(
+      GetParam().world_size,
+      [&](int rank, int) {
+        auto comm = Connect(backend);
+        ASSERT_NE(comm, nullptr);
+        std::vector<float> data(1001, 1.0f);
+        if (rank != 0) {
+          // Arrive late: rank 0 has aborted by then, so this op must fail too
+          // (its links to rank 0 are gone), not hang.
+          absl::SleepFor(absl::Seconds(2));
+          absl::Duration took;
+          const absl::Status status = RunAllreduce(*comm, data, op_timeout, &took);
+          EXPECT_FALSE(status.ok());
+          EXPECT_LT(took, op_timeout + absl::Seconds(4)) << status;
+          return;
+        }
+        AllreduceOptions options;
+        options.timeout = op_timeout;
+        auto first = comm->Allreduce(View(data), options);
+        ASSERT_TRUE(first.ok()) << first.status();
+        std::vector<float> more(7, 1.0f);
+        auto queued = comm->Allreduce(View(more), options);
+        ASSERT_TRUE(queued.ok()) << queued.status();
+        std::thread watchdog([&] {
+          absl::SleepFor(absl::Milliseconds(300));
+          EXPECT_TRUE(comm->Abort().ok());
+        });
+        const absl::Time start = absl::Now();
+        const absl::Status status = (*first)->Wait(absl::Seconds(60));
+        const absl::Duration took = absl::Now() - start;
+        watchdog.join();
+        EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+        EXPECT_LT(took, absl::Seconds(2)) << "abort did not unblock the waiter";
+        EXPECT_EQ((*queued)->Wait(absl::Seconds(5)).code(), absl::StatusCode::kAborted);
+        // Later ops fail at once; destroying the communicator ends in time.
+        auto later = comm->Allreduce(View(more), options);
+        EXPECT_TRUE(!later.ok() || !(*later)->Wait(absl::Seconds(5)).ok());
+        first->reset();
+        queued->reset();
+        if (later.ok()) later->reset();
+        const absl::Time destroy = absl::Now();
+        comm.reset();
+        EXPECT_LT(absl::Now() - destroy, op_timeout + absl::Seconds(3));
+      },
+      run);
+  ExpectAllSucceeded(results);
+}
+
+TEST_P(FaultTest, UnsupportedOrInvalidOpsFailWithAClearMessage) {
+  const std::string backend = GetParam().backend;
+  auto results = RunRanks(GetParam().world_size, [&](int rank, int size) {
+    auto comm = Connect(backend);
+    ASSERT_NE(comm, nullptr);
+    auto fails = [](absl::StatusOr<std::unique_ptr<Work>> work) {
+      if (!work.ok()) return work.status();
+      return (*work)->Wait(absl::Seconds(30));
+    };
+    std::vector<float> data(16, 1.0f);
+    if (backend == "gloo") {
+      // Gloo cannot touch device memory: a CUDA view must be refused, not
+      // read as if it were host memory.
+      const absl::Status cuda = fails(comm->Allreduce(
+          View(data.data(), data.size(), DataType::kFloat32, Device::Cuda(0))));
+      EXPECT_FALSE(cuda.ok());
+      EXPECT_TRUE(absl::StrContains(absl::AsciiStrToLower(cuda.message()), "cuda"))
+          << cuda;
+    }
+    // An allgather whose recv is not send x world size.
+    std::vector<float> recv(data.size() * size + 1);
+    const absl::Status gather = fails(comm->Allgather(View(data), View(recv)));
+    EXPECT_FALSE(gather.ok());
+    EXPECT_TRUE(absl::StrContains(gather.message(), "allgather")) << gather;
+    // Send and recv of different dtypes.
+    std::vector<int32_t> ints(16);
+    const absl::Status mixed = fails(comm->Allreduce(View(data), View(ints)));
+    EXPECT_FALSE(mixed.ok());
+    // None of that broke the communicator.
+    std::vector<float> ok(3, static_cast<float>(rank));
+    ASSERT_TRUE(fails(comm->Allreduce(View(ok))).ok());
+    EXPECT_EQ(ok[0], static_cast<float>(size * (size - 1) / 2));
+  });
+  ExpectAllSucceeded(results);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FaultTest, ::testing::ValuesIn(BackendCases({3})),
+                         BackendCaseName);
+
+}  // namespace
+}  // namespace syncline::testing
