@@ -141,9 +141,11 @@ bool ChooseSocketAddressFromEnv(const char* transport_var, int world_size,
   if (spec.empty() && transport_var != nullptr) spec = Env(transport_var);
   std::string master = Env("SYNCLINE_MASTER_ADDR");
   if (master.empty()) master = Env("MASTER_ADDR");
-  int local_world = std::atoi(Env("LOCAL_WORLD_SIZE").c_str());
-  if (local_world <= 0) local_world = std::atoi(Env("SYNCLINE_LOCAL_WORLD_SIZE").c_str());
-  bool multi_host = !IsLoopbackName(master) || (local_world > 0 && local_world < world_size);
+  // Every rank reached the store at MASTER_ADDR; if that is loopback they all
+  // run on this host (even as several "nodes"), so loopback is right. A
+  // routable master means peers may be elsewhere.
+  (void)world_size;
+  bool multi_host = !IsLoopbackName(master);
   return ChooseSocketAddress(spec, master, multi_host, ListInterfaces(), choice, error);
 }
 

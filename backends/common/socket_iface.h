@@ -46,7 +46,8 @@ bool ChooseSocketAddress(const std::string& spec, const std::string& master,
 
 // The environment's view: spec from SYNCLINE_SOCKET_IFNAME or
 // `transport_var`, master from SYNCLINE_MASTER_ADDR/MASTER_ADDR, multi_host
-// when the master is not loopback or LOCAL_WORLD_SIZE < `world_size`.
+// when the master is not a loopback address (ranks that all reached a
+// loopback store share this host, however many "nodes" they form).
 bool ChooseSocketAddressFromEnv(const char* transport_var, int world_size,
                                 SocketChoice* choice, std::string* error);
 

@@ -26,8 +26,35 @@ using backend::SlOpKindName;
 // collide with a collective's slot.
 constexpr uint64_t kP2pSlotBase = 0xf0ull << 56;
 
-// Collectives use the low 32 bits of the sequence number as their Gloo tag.
-uint32_t TagOf(const sl_op_t& op) { return static_cast<uint32_t>(op.seq); }
+// A 64-bit mix (splitmix64's finalizer) of the fields that every rank
+// must agree on.
+uint64_t Mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Elements per rank, as every rank passes it (see plugin_abi.h).
+uint64_t PerRankCount(const sl_op_t& op) {
+  return op.kind == SL_OP_BROADCAST || op.kind == SL_OP_RECV || op.kind == SL_OP_REDUCE_SCATTER
+             ? op.recv.count
+             : op.send.count;
+}
+
+// Gloo matches messages by slot alone, and when a peer sends more bytes than
+// the matching receive expects, Gloo's own I/O thread throws and the process
+// aborts. So the tag carries a hash of the op's shape (kind, count, dtype,
+// root, reduce op) in its high 20 bits and the low 12 bits of the sequence
+// number: ranks that disagree on an op never match each other's messages and
+// time out with an error naming the op instead. (Collectives run one at a
+// time, so 4096 sequence numbers never alias.)
+uint32_t TagOf(const sl_op_t& op) {
+  uint64_t shape = Mix(Mix(Mix(Mix(op.kind) ^ PerRankCount(op)) ^ op.send.dtype) ^
+                       (static_cast<uint64_t>(op.root) << 8 | op.redop));
+  return static_cast<uint32_t>(((shape & 0xfffff) << 12) | (op.seq & 0xfff));
+}
 
 ::gloo::AllreduceOptions::Func ReduceFunction(sl_dtype_t dtype, sl_redop_t redop) {
   return [dtype, redop](void* out, const void* a, const void* b, size_t n) {
@@ -300,7 +327,9 @@ std::unique_ptr<::gloo::transport::UnboundBuffer> StartPointToPoint(
   const size_t bytes = data.count * sl_dtype_size(data.dtype);
   if (bytes == 0) return nullptr;
   auto buffer = context->createUnboundBuffer(data.data, bytes);
-  const uint64_t slot = kP2pSlotBase | op.tag;
+  // The byte count is folded in for the same reason as in TagOf(): a send
+  // and a recv of different sizes must not match.
+  const uint64_t slot = kP2pSlotBase | ((Mix(bytes) & 0xffffff) << 32) | op.tag;
   if (op.kind == SL_OP_SEND) {
     buffer->send(op.peer, slot);
   } else {

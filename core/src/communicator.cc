@@ -89,29 +89,29 @@ absl::Status AgreeOnBackend(Store& store, int rank, int size, const std::string&
 }  // namespace
 
 namespace internal {
-absl::StatusOr<sl_comm_t*> CreateBackendComm(const sl_backend_v1_t* table, int rank,
-                                             int size, Store& scoped, Device device,
-                                             absl::Duration timeout, uint64_t comm_id,
-                                             const std::string& backend_options) {
-  sl_store_t cstore = internal::MakeCStore(&scoped);
+absl::Status CreateBackendComm(Communicator::Impl& impl, int rank, int size,
+                               std::shared_ptr<Store> plugin_store, Device device,
+                               absl::Duration timeout) {
+  impl.plugin_store = std::move(plugin_store);
+  impl.plugin_cstore = internal::MakeCStore(impl.plugin_store.get());
   sl_comm_config_t config{rank,
                           size,
-                          &cstore,
+                          &impl.plugin_cstore,
                           static_cast<sl_device_type_t>(device.type),
                           device.index,
                           absl::ToInt64Milliseconds(timeout),
-                          comm_id,
-                          backend_options.empty() ? nullptr : backend_options.c_str()};
-  sl_comm_t* comm = nullptr;
+                          impl.comm_id,
+                          impl.backend_options.empty() ? nullptr : impl.backend_options.c_str()};
   sl_error_t err{};
-  sl_result_t r = table->comm_create(&config, &comm, &err);
+  sl_result_t r = impl.table->comm_create(&config, &impl.comm, &err);
   if (r != SL_OK) {
+    impl.comm = nullptr;
     return absl::Status(internal::ToStatusCode(r),
                         absl::StrFormat("%s: creating the communicator on rank %d/%d "
                                         "failed: %s",
-                                        table->name, rank, size, err.message));
+                                        impl.table->name, rank, size, err.message));
   }
-  return comm;
+  return absl::OkStatus();
 }
 }  // namespace internal
 
@@ -162,11 +162,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
                                        (*table)->version ? (*table)->version : "?");
   if (size > 1) SL_RETURN_IF_ERROR(AgreeOnBackend(*scoped, rank, size, choice, timeout));
   // The plugin gets its own scope: the agreement keys above are "backend/<r>".
-  auto backend_store = MakePrefixStore("plugin", scoped);
-  SL_ASSIGN_OR_RETURN(impl->comm,
-                      internal::CreateBackendComm(impl->table, rank, size, *backend_store,
-                                        options.device, timeout, comm_id,
-                                        options.backend_options));
+  SL_RETURN_IF_ERROR(internal::CreateBackendComm(*impl, rank, size,
+                                                 MakePrefixStore("plugin", scoped),
+                                                 options.device, timeout));
   impl->recorder = std::make_shared<internal::FlightRecorder>(rank, size, comm_id, scoped);
   SL_LOG(DEBUG, "communicator %d ready: %d ranks over %s", comm_id, size, impl->name);
   return std::unique_ptr<Communicator>(

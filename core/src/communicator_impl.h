@@ -21,16 +21,20 @@ struct Communicator::Impl {
   std::string backend_options;
   int splits = 0;      // Split() calls so far (same on every rank)
   std::mutex post_mu;  // serializes posting so seq order == post order
+  // The plugin's scoped store and its C view; both live until comm_destroy,
+  // so a backend may use the store after comm_create (e.g. a watchdog).
+  std::shared_ptr<Store> plugin_store;
+  sl_store_t plugin_cstore{};
   // Shared with every Work, which reports completion and timeouts to it.
   std::shared_ptr<internal::FlightRecorder> recorder;
 };
 
 namespace internal {
-// Builds a backend communicator over `scoped` (used by Create and Split).
-absl::StatusOr<sl_comm_t*> CreateBackendComm(const sl_backend_v1_t* table, int rank,
-                                             int size, Store& scoped, Device device,
-                                             absl::Duration timeout, uint64_t comm_id,
-                                             const std::string& backend_options);
+// Builds impl.comm over `plugin_store` with impl.table (used by Create and
+// Split); keeps the store alive in `impl`.
+absl::Status CreateBackendComm(Communicator::Impl& impl, int rank, int size,
+                               std::shared_ptr<Store> plugin_store, Device device,
+                               absl::Duration timeout);
 }  // namespace internal
 
 }  // namespace syncline

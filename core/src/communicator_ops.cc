@@ -9,7 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "communicator_impl.h"
 #include "loader.h"
 #include "store_adapter.h"
@@ -48,12 +50,16 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
     int kind, BufferView send, BufferView recv, int redop, int root, int peer,
     uint32_t tag, absl::Duration timeout) {
   std::lock_guard<std::mutex> lock(impl_->post_mu);
-  const uint64_t seq = next_seq_++;
   const sl_op_kind_t op_kind = static_cast<sl_op_kind_t>(kind);
+  // Point-to-point ops need not be issued alike on every rank, so they must
+  // not shift the collectives' numbering.
+  const bool p2p = op_kind == SL_OP_SEND || op_kind == SL_OP_RECV;
+  const uint64_t seq = p2p ? (kP2pSeqBit | next_p2p_seq_++) : next_seq_++;
   const bool reduces = op_kind == SL_OP_ALLREDUCE || op_kind == SL_OP_REDUCE ||
                        op_kind == SL_OP_REDUCE_SCATTER;
   const BufferView& data = op_kind == SL_OP_RECV || op_kind == SL_OP_BROADCAST ? recv : send;
-  std::string context = absl::StrFormat("%s #%d", kOpNames[kind], seq);
+  std::string context = p2p ? absl::StrFormat("%s p2p#%d", kOpNames[kind], seq & ~kP2pSeqBit)
+                            : absl::StrFormat("%s #%d", kOpNames[kind], seq);
   if (op_kind != SL_OP_BARRIER) {
     absl::StrAppendFormat(&context, " (%s x %d", DataTypeName(data.dtype), data.count);
     if (reduces) absl::StrAppend(&context, ", ", ReduceOpName(static_cast<ReduceOp>(redop)));
@@ -200,12 +206,29 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Recv(
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int key) {
-  // Everyone learns everyone's (color, key) through one allgather.
-  std::vector<int64_t> mine = {color, key};
-  std::vector<int64_t> all(2 * size_);
-  SL_ASSIGN_OR_RETURN(auto work, Allgather(View(mine), View(all)));
-  SL_RETURN_IF_ERROR(work->Wait());
+  // Everyone learns everyone's (color, key) through the store, so that Split
+  // works on any device (a CUDA-only backend has no CPU allgather).
   const int split_index = ++impl_->splits;
+  const std::string prefix = absl::StrCat("split", split_index, "/");
+  SL_RETURN_IF_ERROR(store_->Set(absl::StrCat(prefix, rank_), absl::StrCat(color, " ", key)));
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_; ++r) keys.push_back(absl::StrCat(prefix, r));
+  absl::Status waited = store_->Wait(keys, timeout_);
+  if (!waited.ok()) {
+    return absl::Status(waited.code(), absl::StrFormat("split #%d on rank %d/%d: not every "
+                                                       "rank called Split: %s",
+                                                       split_index, rank_, size_,
+                                                       waited.message()));
+  }
+  std::vector<int64_t> all(2 * size_);
+  for (int r = 0; r < size_; ++r) {
+    SL_ASSIGN_OR_RETURN(std::string v, store_->Get(keys[r], timeout_));
+    std::pair<std::string, std::string> parts = absl::StrSplit(v, ' ');
+    if (!absl::SimpleAtoi(parts.first, &all[2 * r]) ||
+        !absl::SimpleAtoi(parts.second, &all[2 * r + 1])) {
+      return absl::DataLossError(absl::StrCat("split: malformed entry from rank ", r, ": ", v));
+    }
+  }
   if (color < 0) return std::unique_ptr<Communicator>();
   std::vector<std::pair<int64_t, int>> members;  // (key, old rank)
   for (int r = 0; r < size_; ++r) {
@@ -224,17 +247,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
   auto scoped = MakePrefixStore(
       absl::StrCat("comm", impl_->comm_id, "/split", split_index, "/color", color),
       impl_->root_store);
-  auto backend_store = MakePrefixStore("plugin", scoped);
   auto impl = std::make_unique<Impl>();
   impl->table = impl_->table;
   impl->name = impl_->name;
   impl->comm_id = child_id;
   impl->root_store = impl_->root_store;
   impl->backend_options = impl_->backend_options;
-  SL_ASSIGN_OR_RETURN(impl->comm,
-                      internal::CreateBackendComm(impl->table, new_rank, new_size,
-                                                  *backend_store, device_, timeout_,
-                                                  child_id, impl->backend_options));
+  SL_RETURN_IF_ERROR(internal::CreateBackendComm(*impl, new_rank, new_size,
+                                                 MakePrefixStore("plugin", scoped), device_,
+                                                 timeout_));
   impl->recorder = std::make_shared<internal::FlightRecorder>(new_rank, new_size,
                                                               child_id, scoped);
   return std::unique_ptr<Communicator>(new Communicator(

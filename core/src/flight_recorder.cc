@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "syncline/communicator.h"
 #include "syncline/env.h"
 #include "syncline/log.h"
 
@@ -120,7 +121,7 @@ void FlightRecorder::Posted(uint64_t seq, const std::string& what, size_t bytes)
   if (ring_.size() < capacity_) ring_.push_back(std::move(e));
   else ring_[next_] = std::move(e);
   next_ = (next_ + 1) % capacity_;
-  last_posted_ = std::max(last_posted_, seq);
+  if (!(seq & Communicator::kP2pSeqBit)) last_posted_ = std::max(last_posted_, seq);
 }
 
 void FlightRecorder::Finished(uint64_t seq, bool ok, const std::string& error) {
@@ -132,7 +133,7 @@ void FlightRecorder::Finished(uint64_t seq, bool ok, const std::string& error) {
       e.error = error;
     }
   }
-  if (ok) last_completed_ = std::max(last_completed_, seq);
+  if (ok && !(seq & Communicator::kP2pSeqBit)) last_completed_ = std::max(last_completed_, seq);
 }
 
 uint64_t FlightRecorder::last_posted() const {

@@ -102,8 +102,11 @@ class Communicator {
   absl::Duration timeout() const { return timeout_; }
   // The backend's name, e.g. "gloo"; with interposers, "trace+gloo".
   const std::string& backend_name() const;
-  // The sequence number the next op will get.
+  // The sequence number the next collective will get.
   uint64_t next_seq() const { return next_seq_; }
+  // Send/Recv are numbered separately (they need not match across ranks);
+  // their sequence numbers carry this bit.
+  static constexpr uint64_t kP2pSeqBit = uint64_t{1} << 62;
   // The store this communicator was bootstrapped with (scoped to it).
   std::shared_ptr<Store> store() const { return store_; }
 
@@ -158,8 +161,10 @@ class Communicator {
   // Safe from any thread (e.g. a watchdog).
   absl::Status Abort();
 
+ public:
+  struct Impl;  // core-internal state (defined in core/src)
+
  private:
-  struct Impl;
   Communicator(std::unique_ptr<Impl> impl, int rank, int size, Device device,
                absl::Duration timeout, std::shared_ptr<Store> store);
   absl::StatusOr<std::unique_ptr<Work>> Post(int kind, BufferView send,
@@ -173,7 +178,8 @@ class Communicator {
   Device device_;
   absl::Duration timeout_;
   std::shared_ptr<Store> store_;
-  uint64_t next_seq_ = 1;
+  uint64_t next_seq_ = 1;      // collectives
+  uint64_t next_p2p_seq_ = 1;  // send/recv, reported as kP2pSeqBit | n
 };
 
 }  // namespace syncline

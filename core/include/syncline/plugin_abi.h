@@ -154,7 +154,7 @@ typedef struct sl_store {
 typedef struct sl_comm_config {
   int32_t rank;
   int32_t size;
-  const sl_store_t* store; /* valid only during comm_create */
+  const sl_store_t* store; /* valid until comm_destroy returns */
   sl_device_type_t device;
   int32_t device_index;
   int64_t timeout_ms;      /* bootstrap deadline and default op deadline */

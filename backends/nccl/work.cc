@@ -1,0 +1,162 @@
+#include "backends/nccl/work.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <thread>
+#include <utility>
+
+#include "backends/common/error.h"
+#include "backends/common/reduce.h"
+
+namespace syncline::nccl_backend {
+namespace {
+
+// request_wait spins this long before it starts sleeping: small ops finish
+// within it, and a sleeping waiter would add tens of microseconds to each.
+constexpr std::chrono::microseconds kSpinFor(50);
+constexpr std::chrono::microseconds kFirstSleep(10);
+constexpr std::chrono::microseconds kMaxSleep(1000);
+
+Clock::time_point DeadlineOf(const sl_op_t& op, Clock::time_point now) {
+  if (op.timeout_ms <= 0) return Clock::time_point::max();
+  return now + std::chrono::milliseconds(op.timeout_ms);
+}
+
+}  // namespace
+
+Request::Request(const sl_op_t& op, std::string where, Event done_event)
+    : op_(op),
+      where_(std::move(where)),
+      posted_(Clock::now()),
+      deadline_(DeadlineOf(op, posted_)),
+      done_event_(std::move(done_event)) {}
+
+std::string Request::Describe() const {
+  using backend::SlDtypeName;
+  const char* name = backend::SlOpKindName(op_.kind);
+  const bool from_recv = op_.kind == SL_OP_RECV || op_.kind == SL_OP_BROADCAST;
+  const sl_buffer_t& data = from_recv ? op_.recv : op_.send;
+  char text[192];
+  switch (op_.kind) {
+    case SL_OP_BARRIER:
+      std::snprintf(text, sizeof(text), "barrier #%" PRIu64, op_.seq);
+      break;
+    case SL_OP_ALLREDUCE:
+    case SL_OP_REDUCE_SCATTER:
+      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s)", name, op_.seq,
+                    SlDtypeName(data.dtype), data.count, backend::SlRedopName(op_.redop));
+      break;
+    case SL_OP_REDUCE:
+      std::snprintf(text, sizeof(text), "reduce #%" PRIu64 " (%s x %zu, %s, root %d)",
+                    op_.seq, SlDtypeName(data.dtype), data.count,
+                    backend::SlRedopName(op_.redop), op_.root);
+      break;
+    case SL_OP_BROADCAST:
+      std::snprintf(text, sizeof(text), "broadcast #%" PRIu64 " (%s x %zu, root %d)",
+                    op_.seq, SlDtypeName(data.dtype), data.count, op_.root);
+      break;
+    case SL_OP_SEND:
+    case SL_OP_RECV:
+      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s rank %d)", name,
+                    op_.seq, SlDtypeName(data.dtype), data.count,
+                    op_.kind == SL_OP_SEND ? "to" : "from", op_.peer);
+      break;
+    default:
+      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu)", name, op_.seq,
+                    SlDtypeName(data.dtype), data.count);
+      break;
+  }
+  return text;
+}
+
+bool Request::Complete(sl_result_t code, std::string message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (done_) return false;
+  done_ = true;
+  code_ = code;
+  message_ = std::move(message);
+  return true;
+}
+
+bool Request::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+void Request::Condemn() {
+  std::lock_guard<std::mutex> lock(mu_);
+  condemned_ = true;
+}
+
+bool Request::Poll() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_ || condemned_) return done_;
+  }
+  const cudaError_t rc = cudaEventQuery(done_event_.get());
+  if (rc == cudaErrorNotReady) return false;
+  if (rc == cudaSuccess) {
+    // Unless Condemn() ran meanwhile: the event may then have completed
+    // because the abort ended the kernel.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_ || condemned_) return done_;
+    done_ = true;
+    code_ = SL_OK;
+  } else {
+    // A sticky device error (e.g. an illegal address in another kernel):
+    // the op cannot be trusted to have finished.
+    (void)cudaGetLastError();
+    Complete(SL_ERR_INTERNAL,
+             "nccl " + Describe() + " on " + where_ +
+                 ": CUDA reported an error while the op ran: " + CudaErrorText(rc));
+  }
+  return true;
+}
+
+sl_result_t Request::Result(sl_error_t* err) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (code_ == SL_OK) {
+    backend::SlClearError(err);
+  } else {
+    backend::SlSetError(err, code_, "%s", message_.c_str());
+  }
+  return code_;
+}
+
+sl_result_t Request::Test(int* done, sl_error_t* err) {
+  if (!Poll()) {
+    *done = 0;
+    backend::SlClearError(err);
+    return SL_OK;
+  }
+  *done = 1;
+  return Result(err);
+}
+
+sl_result_t Request::Wait(int64_t timeout_ms, sl_error_t* err) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point limit = timeout_ms < 0
+                                      ? Clock::time_point::max()
+                                      : start + std::chrono::milliseconds(timeout_ms);
+  std::chrono::microseconds sleep = kFirstSleep;
+  for (;;) {
+    if (Poll()) return Result(err);
+    const Clock::time_point now = Clock::now();
+    if (now >= limit) {
+      return backend::SlSetError(
+          err, SL_ERR_TIMEOUT,
+          "nccl %s on %s: wait timed out after %" PRId64
+          " ms; the op is still running (wait again, or abort the communicator)",
+          Describe().c_str(), where_.c_str(), timeout_ms);
+    }
+    if (now - start < kSpinFor) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::min<Clock::duration>(sleep, limit - now));
+      sleep = std::min(sleep * 2, kMaxSleep);
+    }
+  }
+}
+
+}  // namespace syncline::nccl_backend

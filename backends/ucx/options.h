@@ -1,0 +1,56 @@
+// options.h: the UCX backend's tuning knobs, set per communicator through
+// CommunicatorOptions::backend_options ("key=value;key=value").
+//
+// They exist so that tests can force either side of every algorithm switch
+// point and benchmarks can sweep them; the defaults are the thresholds
+// measured on the reference machine (see algorithms/select.cc). Transport
+// choice is not here: UCX_TLS, UCX_NET_DEVICES and every other UCX_* variable
+// pass straight through to UCX.
+//
+// Thread safety: a parsed Options is immutable and may be read anywhere.
+//
+// Example:
+//   Options o;
+//   std::string error;
+//   if (!ParseOptions("allreduce_small_max=0;chunk_bytes=65536", &o, &error)) ...
+#ifndef SYNCLINE_BACKENDS_UCX_OPTIONS_H_
+#define SYNCLINE_BACKENDS_UCX_OPTIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace syncline::ucx_backend {
+
+// How endpoints react to a failed peer; see bootstrap.h.
+enum class PeerErrorMode { kAuto, kPeer, kNone };
+
+struct Options {
+  // Algorithm switch points, in bytes of one rank's buffer (the allreduce
+  // vector, the broadcast/reduce message, one allgather/reduce_scatter
+  // block). At or below: the latency algorithm; above: the bandwidth one.
+  size_t allreduce_small_max = 16 << 10;      // recursive doubling | ring
+  size_t broadcast_small_max = 64 << 10;      // binomial tree | pipelined chain
+  size_t reduce_small_max = 64 << 10;         // binomial tree | pipelined chain
+  size_t allgather_small_max = 4 << 10;       // recursive doubling* | ring
+  size_t reduce_scatter_small_max = 4 << 10;  // recursive doubling | ring
+  // Segment size of the pipelined (ring and chain) algorithms.
+  size_t chunk_bytes = 256 << 10;
+  // How long a waiting thread polls the worker before it arms the worker's
+  // event fd and sleeps.
+  int64_t busy_poll_us = 100;
+  // How long a posted op may sit unprogressed (nobody in Wait/Test) before
+  // the background progress thread drives it.
+  int64_t async_progress_delay_us = 1000;
+  PeerErrorMode peer_error_mode = PeerErrorMode::kAuto;
+};
+
+// ParseOptions()
+//
+// Parses "key=value;..." (null or empty: defaults). Unknown keys and bad
+// values fail with a message listing the valid keys.
+bool ParseOptions(const char* text, Options* options, std::string* error);
+
+}  // namespace syncline::ucx_backend
+
+#endif  // SYNCLINE_BACKENDS_UCX_OPTIONS_H_

@@ -1,0 +1,117 @@
+#include "backends/ucx/work.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <utility>
+
+#include "backends/common/error.h"
+#include "backends/common/reduce.h"
+#include "backends/ucx/communicator.h"
+
+namespace syncline::ucx_backend {
+namespace {
+
+// "No timeout" still needs a finite deadline for arithmetic: a week.
+constexpr std::chrono::hours kNoTimeout(24 * 7);
+
+Clock::time_point DeadlineOf(const sl_op_t& op, Clock::time_point now) {
+  if (op.timeout_ms <= 0) return now + kNoTimeout;
+  return now + std::chrono::milliseconds(op.timeout_ms);
+}
+
+}  // namespace
+
+Request::Request(Communicator* comm, const sl_op_t& op, int group_size)
+    : comm_(comm),
+      op_(op),
+      group_size_(group_size),
+      posted_(Clock::now()),
+      deadline_(DeadlineOf(op, posted_)) {}
+
+std::string Request::Describe() const {
+  using backend::SlDtypeName;
+  const bool uses_send = op_.kind == SL_OP_SEND || op_.kind == SL_OP_REDUCE_SCATTER ||
+                         op_.kind == SL_OP_ALLGATHER || op_.kind == SL_OP_ALLTOALL ||
+                         op_.kind == SL_OP_REDUCE;
+  const sl_buffer_t& data = uses_send ? op_.send : op_.recv;
+  const char* kind = backend::SlOpKindName(op_.kind);
+  char text[160];
+  switch (op_.kind) {
+    case SL_OP_BARRIER:
+      std::snprintf(text, sizeof(text), "barrier #%" PRIu64, op_.seq);
+      break;
+    case SL_OP_ALLREDUCE:
+    case SL_OP_REDUCE_SCATTER:
+      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s)", kind, op_.seq,
+                    SlDtypeName(data.dtype), data.count, backend::SlRedopName(op_.redop));
+      break;
+    case SL_OP_REDUCE:
+      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s, root %d)", kind,
+                    op_.seq, SlDtypeName(data.dtype), data.count,
+                    backend::SlRedopName(op_.redop), op_.root);
+      break;
+    case SL_OP_BROADCAST:
+      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, root %d)", kind,
+                    op_.seq, SlDtypeName(data.dtype), data.count, op_.root);
+      break;
+    case SL_OP_SEND:
+    case SL_OP_RECV:
+      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s rank %d, tag %u)",
+                    kind, op_.seq, SlDtypeName(data.dtype), data.count,
+                    op_.kind == SL_OP_SEND ? "to" : "from", op_.peer, op_.tag);
+      break;
+    default:
+      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu)", kind, op_.seq,
+                    SlDtypeName(data.dtype), data.count);
+      break;
+  }
+  return text;
+}
+
+bool Request::Complete(sl_result_t code, std::string message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_.load(std::memory_order_relaxed)) return false;
+    code_ = code;
+    message_ = std::move(message);
+    done_.store(true, std::memory_order_release);
+  }
+  comm_->NotifyWaiters();
+  return true;
+}
+
+sl_result_t Request::Result(sl_error_t* err) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (code_ == SL_OK) {
+    backend::SlClearError(err);
+  } else {
+    backend::SlSetError(err, code_, "%s", message_.c_str());
+  }
+  return code_;
+}
+
+sl_result_t Request::Test(int* done, sl_error_t* err) {
+  if (!this->done()) comm_->TryProgress();
+  *done = this->done() ? 1 : 0;
+  if (*done == 0) {
+    backend::SlClearError(err);
+    return SL_OK;
+  }
+  return Result(err);
+}
+
+sl_result_t Request::Wait(int64_t timeout_ms, sl_error_t* err) {
+  const Clock::time_point until =
+      timeout_ms < 0 ? Clock::time_point::max()
+                     : Clock::now() + std::chrono::milliseconds(timeout_ms);
+  if (!comm_->WaitFor(*this, until)) {
+    return backend::SlSetError(
+        err, SL_ERR_TIMEOUT,
+        "ucx %s: wait timed out after %" PRId64
+        " ms; the op is still running (wait again or abort the communicator)",
+        Describe().c_str(), timeout_ms);
+  }
+  return Result(err);
+}
+
+}  // namespace syncline::ucx_backend

@@ -1,0 +1,82 @@
+// work.h: the request object behind each sl_request_t of the UCX backend.
+//
+// A Request records one posted op and how it ended. The caller's handle
+// (sl_request_t) and the communicator's Operation both hold it, so freeing
+// the handle never frees state a running op still touches.
+//
+// Lifecycle: created pending by Communicator::Post -> Complete() exactly
+// once (by the driver when the schedule ends or fails, by a deadline, or by
+// Abort with SL_ERR_ABORTED). Later Complete() calls are ignored.
+//
+// Progress: Test() and Wait() do not just look at a flag. They ask the
+// communicator to drive progress (communicator.h explains who drives when),
+// so an op advances whenever somebody waits for it.
+//
+// Thread safety: every method may be called from any thread. The
+// communicator must outlive its requests' Test/Wait calls (the ABI requires
+// requests to be freed before comm_destroy).
+#ifndef SYNCLINE_BACKENDS_UCX_WORK_H_
+#define SYNCLINE_BACKENDS_UCX_WORK_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "syncline/plugin_abi.h"
+
+namespace syncline::ucx_backend {
+
+using Clock = std::chrono::steady_clock;
+class Communicator;
+
+class Request {
+ public:
+  // `op` is copied (its buffers are views the caller keeps alive); the op's
+  // deadline starts now.
+  Request(Communicator* comm, const sl_op_t& op, int group_size);
+
+  const sl_op_t& op() const { return op_; }
+  int group_size() const { return group_size_; }
+  Clock::time_point posted() const { return posted_; }
+  Clock::time_point deadline() const { return deadline_; }
+
+  // "allreduce #5 (f32 x 1001, sum)", for messages.
+  std::string Describe() const;
+
+  // Completes the request; false (and no change) if it already was.
+  bool Complete(sl_result_t code, std::string message);
+  // Lock-free, for the waiters' polling loops.
+  bool done() const { return done_.load(std::memory_order_acquire); }
+
+  // request_test / request_wait: see plugin_abi.h for the contract.
+  sl_result_t Test(int* done, sl_error_t* err);
+  sl_result_t Wait(int64_t timeout_ms, sl_error_t* err);
+
+  // The result once done(); fills `err` with the message on failure.
+  sl_result_t Result(sl_error_t* err) const;
+
+ private:
+  Communicator* const comm_;
+  const sl_op_t op_;
+  const int group_size_;
+  const Clock::time_point posted_;
+  const Clock::time_point deadline_;
+
+  mutable std::mutex mu_;
+  std::atomic<bool> done_{false};
+  sl_result_t code_ ABSL_GUARDED_BY(mu_) = SL_OK;
+  std::string message_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace syncline::ucx_backend
+
+// The opaque handle of the C ABI: one per request_* caller.
+struct sl_request {
+  std::shared_ptr<syncline::ucx_backend::Request> request;
+};
+
+#endif  // SYNCLINE_BACKENDS_UCX_WORK_H_

@@ -1,0 +1,53 @@
+// plugin.cc: the check interposer's entry point.
+//
+// libsyncline-plugin-check.so compares every collective's fingerprint
+// across ranks before running it (see check_comm.h). Turned on by
+// SYNCLINE_PLUGINS=check or SYNCLINE_DEBUG=detail; SYNCLINE_CHECK_NAN=1 adds
+// a NaN/Inf scan of floating-point inputs.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "backends/common/error.h"
+#include "plugins/check/check_comm.h"
+#include "plugins/common/interposer.h"
+
+namespace syncline::plugin::check {
+namespace {
+
+sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& config,
+                       std::unique_ptr<WrappedComm>* comm, sl_error_t* err) {
+  // The fingerprints travel in a CPU buffer.
+  if ((next->caps.device_mask & (1u << SL_DEVICE_CPU)) == 0) {
+    return backend::SlSetError(
+        err, SL_ERR_UNSUPPORTED,
+        "the check interposer needs a backend that moves CPU buffers, and %s does not; "
+        "remove check from SYNCLINE_PLUGINS (and SYNCLINE_DEBUG=detail) for this backend",
+        next->name);
+  }
+  CheckOptions options;
+  const char* nan = std::getenv("SYNCLINE_CHECK_NAN");
+  options.scan_non_finite = nan != nullptr && std::strcmp(nan, "1") == 0;
+  sl_comm_t* inner = nullptr;
+  const sl_result_t rc = CreateInner(next, config, &inner, err);
+  if (rc != SL_OK) return rc;
+  *comm = std::make_unique<CheckComm>(next, inner, config, options);
+  return SL_OK;
+}
+
+const InterposerInfo kInfo = {"check", CreateComm};
+
+sl_result_t WrapTable(const sl_backend_v1_t* next, const sl_backend_v1_t** wrapped,
+                      sl_error_t* err) {
+  return Wrap(kInfo, next, wrapped, err);
+}
+
+}  // namespace
+}  // namespace syncline::plugin::check
+
+extern "C" SL_PLUGIN_EXPORT const sl_interposer_v1_t* syncline_interposer_plugin_v1(
+    void) {
+  static const sl_interposer_v1_t table = {SL_ABI_VERSION, sizeof(sl_interposer_v1_t),
+                                           "check", syncline::plugin::check::WrapTable};
+  return &table;
+}

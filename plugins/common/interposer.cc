@@ -1,0 +1,228 @@
+// interposer.cc: the wrapped table's entry points; see interposer.h.
+//
+// comm_create is the one entry point that receives no handle of ours, so it
+// cannot find the next layer through one. Each wrapped table therefore gets
+// its own comm_create, an instance of CommCreateAt<N> bound to slot N, which
+// holds that table's `next`. Every other entry point finds `next` through
+// the WrappedComm or WrappedRequest it is handed.
+#include "plugins/common/interposer.h"
+
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "backends/common/error.h"
+
+namespace syncline::plugin {
+namespace {
+
+using backend::SlGuard;
+using backend::SlGuardVoid;
+using backend::SlSetError;
+
+constexpr int kMaxSlots = 8;
+
+struct Slot {
+  const InterposerInfo* info = nullptr;
+  const sl_backend_v1_t* next = nullptr;
+  std::string version;
+  sl_backend_v1_t table{};
+};
+
+// Slots are filled under the mutex and never change or go away afterwards
+// (the ABI says a wrapped table lives until the process exits), so entry
+// points read a published slot without locking.
+std::mutex g_slots_mu;
+std::atomic<Slot*> g_slots[kMaxSlots];
+
+WrappedComm* Unwrap(sl_comm_t* comm) { return reinterpret_cast<WrappedComm*>(comm); }
+WrappedRequest* Unwrap(sl_request_t* request) {
+  return reinterpret_cast<WrappedRequest*>(request);
+}
+
+sl_result_t CommCreate(int slot_index, const sl_comm_config_t* config, sl_comm_t** comm,
+                       sl_error_t* err) {
+  const Slot* slot = g_slots[slot_index].load(std::memory_order_acquire);
+  return SlGuard(err, slot->info->name, [&] {
+    if (config == nullptr || comm == nullptr) {
+      return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
+                        "%s comm_create: null config or output pointer",
+                        slot->info->name);
+    }
+    std::unique_ptr<WrappedComm> created;
+    const sl_result_t rc = slot->info->create(slot->next, *config, &created, err);
+    if (rc != SL_OK) return rc;
+    *comm = reinterpret_cast<sl_comm_t*>(created.release());
+    return SL_OK;
+  });
+}
+
+template <int N>
+sl_result_t CommCreateAt(const sl_comm_config_t* config, sl_comm_t** comm,
+                         sl_error_t* err) {
+  return CommCreate(N, config, comm, err);
+}
+
+using CommCreateFn = sl_result_t (*)(const sl_comm_config_t*, sl_comm_t**, sl_error_t*);
+constexpr CommCreateFn kCommCreateFns[kMaxSlots] = {
+    CommCreateAt<0>, CommCreateAt<1>, CommCreateAt<2>, CommCreateAt<3>,
+    CommCreateAt<4>, CommCreateAt<5>, CommCreateAt<6>, CommCreateAt<7>};
+
+void CommDestroy(sl_comm_t* comm) {
+  SlGuardVoid("interposer comm_destroy", [&] {
+    if (comm == nullptr) return;
+    std::unique_ptr<WrappedComm> wrapped(Unwrap(comm));
+    wrapped->OnDestroy();
+    wrapped->next()->comm_destroy(wrapped->inner());
+  });
+}
+
+sl_result_t CommAbort(sl_comm_t* comm, sl_error_t* err) {
+  return SlGuard(err, "interposer comm_abort", [&] {
+    if (comm == nullptr) {
+      return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "comm_abort: null communicator");
+    }
+    return Unwrap(comm)->Abort(err);
+  });
+}
+
+sl_result_t Post(sl_comm_t* comm, const sl_op_t* op, sl_request_t** request,
+                 sl_error_t* err) {
+  return SlGuard(err, "interposer post", [&] {
+    if (comm == nullptr || op == nullptr || request == nullptr) {
+      return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
+                        "post: null communicator, op or output pointer");
+    }
+    std::unique_ptr<WrappedRequest> posted;
+    const sl_result_t rc = Unwrap(comm)->Post(*op, &posted, err);
+    if (rc == SL_OK) *request = reinterpret_cast<sl_request_t*>(posted.release());
+    return rc;
+  });
+}
+
+sl_result_t RequestTest(sl_request_t* request, int* done, sl_error_t* err) {
+  return SlGuard(err, "interposer request_test", [&] {
+    if (request == nullptr || done == nullptr) {
+      return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
+                        "request_test: null request or output pointer");
+    }
+    return Unwrap(request)->Test(done, err);
+  });
+}
+
+sl_result_t RequestWait(sl_request_t* request, int64_t timeout_ms, sl_error_t* err) {
+  return SlGuard(err, "interposer request_wait", [&] {
+    if (request == nullptr) {
+      return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "request_wait: null request");
+    }
+    return Unwrap(request)->Wait(timeout_ms, err);
+  });
+}
+
+void RequestFree(sl_request_t* request) {
+  SlGuardVoid("interposer request_free", [&] { delete Unwrap(request); });
+}
+
+}  // namespace
+
+WrappedRequest::~WrappedRequest() {
+  if (inner_ != nullptr) next_->request_free(inner_);
+}
+
+void WrappedRequest::Finish(sl_result_t result, const sl_error_t* err) {
+  if (completed_.exchange(true, std::memory_order_acq_rel)) return;
+  OnComplete(result, result == SL_OK || err == nullptr ? "" : err->message);
+}
+
+sl_result_t WrappedRequest::Test(int* done, sl_error_t* err) {
+  *done = 0;
+  const sl_result_t rc = next_->request_test(inner_, done, err);
+  if (*done) Finish(rc, err);
+  return rc;
+}
+
+sl_result_t WrappedRequest::Wait(int64_t timeout_ms, sl_error_t* err) {
+  const sl_result_t rc = next_->request_wait(inner_, timeout_ms, err);
+  if (rc != SL_ERR_TIMEOUT) {
+    Finish(rc, err);
+  } else {
+    // SL_ERR_TIMEOUT means either that this wait ran out (the op goes on) or
+    // that the op itself timed out; only the op's end completes it.
+    int done = 0;
+    sl_error_t probe{};
+    const sl_result_t op_rc = next_->request_test(inner_, &done, &probe);
+    if (done) Finish(op_rc, &probe);
+  }
+  return rc;
+}
+
+sl_result_t WrappedComm::PostInner(const sl_op_t& op,
+                                   std::unique_ptr<WrappedRequest>* request,
+                                   sl_error_t* err) {
+  sl_request_t* raw = nullptr;
+  const sl_result_t rc = next_->post(inner_, &op, &raw, err);
+  if (rc != SL_OK) return rc;
+  *request = std::make_unique<WrappedRequest>(next_, raw);
+  return SL_OK;
+}
+
+sl_result_t WrappedComm::Post(const sl_op_t& op, std::unique_ptr<WrappedRequest>* request,
+                              sl_error_t* err) {
+  return PostInner(op, request, err);
+}
+
+sl_result_t CreateInner(const sl_backend_v1_t* next, const sl_comm_config_t& config,
+                        sl_comm_t** inner, sl_error_t* err) {
+  *inner = nullptr;
+  const sl_result_t rc = next->comm_create(&config, inner, err);
+  if (rc == SL_OK && *inner == nullptr) {
+    return SlSetError(err, SL_ERR_INTERNAL, "%s comm_create returned no communicator",
+                      next->name);
+  }
+  return rc;
+}
+
+sl_result_t Wrap(const InterposerInfo& info, const sl_backend_v1_t* next,
+                 const sl_backend_v1_t** wrapped, sl_error_t* err) {
+  return SlGuard(err, info.name, [&] {
+    if (next == nullptr || wrapped == nullptr) {
+      return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "%s wrap: null table or output",
+                        info.name);
+    }
+    std::lock_guard<std::mutex> lock(g_slots_mu);
+    for (int i = 0; i < kMaxSlots; ++i) {
+      Slot* slot = g_slots[i].load(std::memory_order_acquire);
+      if (slot == nullptr) {
+        slot = new Slot();  // lives until exit, as the ABI requires
+        slot->info = &info;
+        slot->next = next;
+        slot->version =
+            std::string(next->version ? next->version : "?") + " +" + info.name;
+        sl_backend_v1_t& t = slot->table;
+        t.abi_version = SL_ABI_VERSION;
+        t.struct_size = sizeof(sl_backend_v1_t);
+        t.name = next->name;
+        t.version = slot->version.c_str();
+        t.caps = next->caps;
+        t.comm_create = kCommCreateFns[i];
+        t.comm_destroy = CommDestroy;
+        t.comm_abort = CommAbort;
+        t.comm_split = nullptr;  // the core splits through comm_create: wrapped too
+        t.post = Post;
+        t.request_test = RequestTest;
+        t.request_wait = RequestWait;
+        t.request_free = RequestFree;
+        g_slots[i].store(slot, std::memory_order_release);
+      }
+      if (slot->next == next) {
+        *wrapped = &slot->table;
+        return SL_OK;
+      }
+    }
+    return SlSetError(err, SL_ERR_UNAVAILABLE,
+                      "%s wrap: more than %d distinct backends wrapped in one process",
+                      info.name, kMaxSlots);
+  });
+}
+
+}  // namespace syncline::plugin

@@ -1,0 +1,157 @@
+// interposer.h: the skeleton every interposer plugin (check, trace, faults)
+// is built on.
+//
+// An interposer receives the next layer's sl_backend_v1_t (a backend, or the
+// next interposer of SYNCLINE_PLUGINS) and returns a table whose entry points
+// unwrap their handles, run the plugin's hooks and forward to the next
+// layer. This file owns that plumbing so each plugin writes only its hooks:
+//   - WrappedComm: per-communicator state holding the inner sl_comm_t*;
+//   - WrappedRequest: per-request state holding the inner sl_request_t*,
+//     with a hook that runs once when the op is seen to end;
+//   - Wrap(): builds the wrapped table (see sl_interposer_v1_t::wrap).
+// Every entry point runs under SlGuard, so no C++ exception crosses the ABI.
+//
+// The wrapped table keeps the next layer's name and capabilities (so the
+// core's validation and messages are unchanged) and appends "+<plugin>" to
+// its version, so ranks that stack different interposers fail the core's
+// backend agreement instead of deadlocking. comm_split is left NULL, so the
+// core builds sub-groups through comm_create and every one of them is
+// wrapped too.
+//
+// Threading: as the ABI. Post() is called by one thread at a time per
+// communicator (the core serializes posts); Abort(), Test() and Wait() may
+// be called from any thread.
+//
+// Example (a plugin that only counts posts):
+//   class CountingComm : public WrappedComm { ... Post() override ... };
+//   sl_result_t Create(const sl_backend_v1_t* next, const sl_comm_config_t& c,
+//                      std::unique_ptr<WrappedComm>* out, sl_error_t* err) {
+//     sl_comm_t* inner = nullptr;
+//     if (sl_result_t rc = CreateInner(next, c, &inner, err); rc != SL_OK) return rc;
+//     *out = std::make_unique<CountingComm>(next, inner, c);
+//     return SL_OK;
+//   }
+//   const InterposerInfo kInfo = {"count", Create};
+//   ... wrap = [](auto next, auto out, auto err) { return Wrap(kInfo, next, out, err); }
+#ifndef SYNCLINE_PLUGINS_COMMON_INTERPOSER_H_
+#define SYNCLINE_PLUGINS_COMMON_INTERPOSER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "syncline/plugin_abi.h"
+
+namespace syncline::plugin {
+
+// WrappedRequest
+//
+// One posted op. The destructor frees the inner request, if any (the ABI
+// lets it be freed while running). Test() and Wait() forward and call OnComplete()
+// exactly once, from whichever thread first sees the op end.
+class WrappedRequest {
+ public:
+  WrappedRequest(const sl_backend_v1_t* next, sl_request_t* inner)
+      : next_(next), inner_(inner) {}
+  virtual ~WrappedRequest();
+
+  WrappedRequest(const WrappedRequest&) = delete;
+  WrappedRequest& operator=(const WrappedRequest&) = delete;
+
+  // Forward to the inner request. A subclass whose inner request comes
+  // later (check hands the op over from its worker) overrides both.
+  virtual sl_result_t Test(int* done, sl_error_t* err);
+  virtual sl_result_t Wait(int64_t timeout_ms, sl_error_t* err);
+
+ protected:
+  // Called once with the op's result and message ("" on success).
+  virtual void OnComplete(sl_result_t /*result*/, const char* /*message*/) {}
+  // For subclass destructors: true once OnComplete has run (or is running).
+  bool completed() const { return completed_.load(std::memory_order_acquire); }
+
+ private:
+  void Finish(sl_result_t result, const sl_error_t* err);
+
+  const sl_backend_v1_t* const next_;
+  sl_request_t* const inner_;
+  std::atomic<bool> completed_{false};
+};
+
+// WrappedComm
+//
+// One communicator. Subclasses override Post() (and, if they need to, Abort()
+// and OnDestroy()); the defaults forward unchanged.
+class WrappedComm {
+ public:
+  WrappedComm(const sl_backend_v1_t* next, sl_comm_t* inner,
+              const sl_comm_config_t& config)
+      : next_(next),
+        inner_(inner),
+        rank_(config.rank),
+        size_(config.size),
+        comm_id_(config.comm_id),
+        timeout_ms_(config.timeout_ms) {}
+  // Does not destroy the inner communicator: the table's comm_destroy calls
+  // OnDestroy(), then the inner comm_destroy, then deletes this object.
+  virtual ~WrappedComm() = default;
+
+  WrappedComm(const WrappedComm&) = delete;
+  WrappedComm& operator=(const WrappedComm&) = delete;
+
+  virtual sl_result_t Post(const sl_op_t& op, std::unique_ptr<WrappedRequest>* request,
+                           sl_error_t* err);
+  virtual sl_result_t Abort(sl_error_t* err) { return next_->comm_abort(inner_, err); }
+  // Runs before the inner communicator is destroyed (e.g. to write files).
+  virtual void OnDestroy() {}
+
+  // Posts `op` on the inner communicator and wraps its request in a plain
+  // WrappedRequest. Subclasses use it for ops they do not need to watch.
+  sl_result_t PostInner(const sl_op_t& op, std::unique_ptr<WrappedRequest>* request,
+                        sl_error_t* err);
+
+  const sl_backend_v1_t* next() const { return next_; }
+  sl_comm_t* inner() const { return inner_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  uint64_t comm_id() const { return comm_id_; }
+  // The communicator's default op deadline (config.timeout_ms).
+  int64_t timeout_ms() const { return timeout_ms_; }
+
+ private:
+  const sl_backend_v1_t* const next_;
+  sl_comm_t* const inner_;
+  const int rank_;
+  const int size_;
+  const uint64_t comm_id_;
+  const int64_t timeout_ms_;
+};
+
+// A plugin's communicator factory: creates the inner communicator (usually
+// with CreateInner) and wraps it. Fills `err` on failure.
+using CommFactory = sl_result_t (*)(const sl_backend_v1_t* next,
+                                    const sl_comm_config_t& config,
+                                    std::unique_ptr<WrappedComm>* comm, sl_error_t* err);
+
+struct InterposerInfo {
+  const char* name;  // "check", used in the version string and in messages
+  CommFactory create;
+};
+
+// CreateInner()
+//
+// next->comm_create(config), with a null check.
+sl_result_t CreateInner(const sl_backend_v1_t* next, const sl_comm_config_t& config,
+                        sl_comm_t** inner, sl_error_t* err);
+
+// Wrap()
+//
+// Implements sl_interposer_v1_t::wrap for `info` (which must outlive the
+// process, e.g. a static). Wrapping the same `next` twice returns the same
+// table. A process can wrap at most 8 distinct tables per plugin (one per
+// backend in use); beyond that Wrap() fails with SL_ERR_UNAVAILABLE.
+sl_result_t Wrap(const InterposerInfo& info, const sl_backend_v1_t* next,
+                 const sl_backend_v1_t** wrapped, sl_error_t* err);
+
+}  // namespace syncline::plugin
+
+#endif  // SYNCLINE_PLUGINS_COMMON_INTERPOSER_H_

@@ -1,0 +1,111 @@
+// op_format.cc: see op_format.h.
+#include "plugins/common/op_format.h"
+
+#include <cstdio>
+
+namespace syncline::plugin {
+namespace {
+
+const char* const kOpNames[] = {"allreduce", "broadcast",      "reduce",
+                                "allgather", "reduce_scatter", "alltoall",
+                                "barrier",   "send",           "recv"};
+const char* const kDtypeNames[] = {"f32", "f64", "f16", "bf16", "i8", "u8", "i32", "i64"};
+const char* const kRedopNames[] = {"sum", "prod", "min", "max", "avg"};
+
+// Storage for names of out-of-range values; a per-thread buffer keeps the
+// functions' const char* contract without allocating.
+const char* Unknown(const char* what, int value) {
+  thread_local char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%s<%d>", what, value);
+  return buffer;
+}
+
+}  // namespace
+
+const char* OpKindName(int kind) {
+  return kind >= 0 && kind < SL_OP_KIND_COUNT ? kOpNames[kind] : Unknown("op", kind);
+}
+
+const char* DtypeName(int dtype) {
+  return dtype >= 0 && dtype < SL_DTYPE_COUNT ? kDtypeNames[dtype]
+                                              : Unknown("dtype", dtype);
+}
+
+const char* RedopName(int redop) {
+  return redop >= 0 && redop < SL_REDOP_COUNT ? kRedopNames[redop]
+                                              : Unknown("redop", redop);
+}
+
+bool IsCollective(sl_op_kind_t kind) { return kind != SL_OP_SEND && kind != SL_OP_RECV; }
+
+bool Reduces(sl_op_kind_t kind) {
+  return kind == SL_OP_ALLREDUCE || kind == SL_OP_REDUCE || kind == SL_OP_REDUCE_SCATTER;
+}
+
+bool HasRoot(sl_op_kind_t kind) {
+  return kind == SL_OP_BROADCAST || kind == SL_OP_REDUCE;
+}
+
+const sl_buffer_t& DataBuffer(const sl_op_t& op) {
+  return op.kind == SL_OP_BROADCAST || op.kind == SL_OP_RECV ? op.recv : op.send;
+}
+
+size_t OpCount(const sl_op_t& op) {
+  switch (op.kind) {
+    case SL_OP_BARRIER:
+      return 0;
+    case SL_OP_REDUCE_SCATTER:
+      return op.recv.count;
+    default:
+      return DataBuffer(op).count;
+  }
+}
+
+uint64_t OpBytes(const sl_op_t& op, int world_size) {
+  const sl_buffer_t& data = DataBuffer(op);
+  const uint64_t elem = sl_dtype_size(data.dtype);
+  switch (op.kind) {
+    case SL_OP_BARRIER:
+      return 0;
+    case SL_OP_ALLGATHER:
+      return elem * data.count * static_cast<uint64_t>(world_size);
+    default:
+      return elem * data.count;  // reduce_scatter/alltoall: send is n*P already
+  }
+}
+
+double BusBandwidthFactor(sl_op_kind_t kind, int world_size) {
+  const double n = world_size > 0 ? world_size : 1;
+  switch (kind) {
+    case SL_OP_ALLREDUCE:
+      return 2.0 * (n - 1) / n;
+    case SL_OP_ALLGATHER:
+    case SL_OP_REDUCE_SCATTER:
+    case SL_OP_ALLTOALL:
+      return (n - 1) / n;
+    case SL_OP_BARRIER:
+      return 0.0;
+    default:  // broadcast, reduce, send, recv
+      return 1.0;
+  }
+}
+
+std::string DescribeOp(sl_op_kind_t kind, int dtype, uint64_t count, int redop, int root,
+                       int peer) {
+  std::string out = std::string(OpKindName(kind)) + "(";
+  if (kind != SL_OP_BARRIER) {
+    out += std::string(DtypeName(dtype)) + ", " + std::to_string(count);
+    if (Reduces(kind)) out += std::string(", ") + RedopName(redop);
+    if (HasRoot(kind)) out += ", root " + std::to_string(root);
+    if (kind == SL_OP_SEND) out += ", to rank " + std::to_string(peer);
+    if (kind == SL_OP_RECV) out += ", from rank " + std::to_string(peer);
+  }
+  return out + ")";
+}
+
+std::string DescribeOp(const sl_op_t& op) {
+  return DescribeOp(op.kind, DataBuffer(op).dtype, OpCount(op), op.redop, op.root,
+                    op.peer);
+}
+
+}  // namespace syncline::plugin

@@ -1,0 +1,126 @@
+// plugin.cc: the faults interposer, deterministic fault injection.
+//
+// libsyncline-plugin-faults.so reads SYNCLINE_FAULT (syntax in
+// fault_spec.h) when each communicator is created and, on the ranks and ops
+// it names, delays a post, kills the process, closes the connections or
+// fails the creation. Tests use it to provoke failures on purpose; users can
+// use it to rehearse how a job behaves when a rank stalls or dies. Every
+// injected fault is announced on stderr first, so that a log shows it was
+// deliberate.
+//
+// Threading: faults fire inside Post(), which the core calls from one thread
+// at a time per communicator; a delay blocks that thread (and so the
+// caller), exactly as a slow rank would.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/common/error.h"
+#include "plugins/common/interposer.h"
+#include "plugins/common/op_format.h"
+#include "plugins/faults/fault_spec.h"
+
+namespace syncline::plugin::faults {
+namespace {
+
+using backend::SlSetError;
+
+void Announce(int rank, const std::string& what) {
+  std::fprintf(stderr, "syncline faults: rank %d: %s (SYNCLINE_FAULT)\n", rank,
+               what.c_str());
+  std::fflush(stderr);
+}
+
+// FaultsComm: applies this rank's faults to the ops it posts.
+class FaultsComm : public WrappedComm {
+ public:
+  FaultsComm(const sl_backend_v1_t* next, sl_comm_t* inner,
+             const sl_comm_config_t& config, std::vector<Fault> faults)
+      : WrappedComm(next, inner, config), faults_(std::move(faults)) {}
+
+  sl_result_t Post(const sl_op_t& op, std::unique_ptr<WrappedRequest>* request,
+                   sl_error_t* err) override {
+    // Faults apply in the order written, so "delay then kill" works.
+    for (const Fault& f : faults_) {
+      if (f.op != op.seq) continue;
+      const std::string what = DescribeOp(op) + " #" + std::to_string(op.seq);
+      switch (f.kind) {
+        case FaultKind::kDelay:
+          Announce(rank(), "delaying " + what + " by " + std::to_string(f.ms) + " ms");
+          std::this_thread::sleep_for(std::chrono::milliseconds(f.ms));
+          break;
+        case FaultKind::kKill:
+          Announce(rank(), "killing this process (SIGKILL) at " + what);
+          ::kill(::getpid(), SIGKILL);
+          break;
+        case FaultKind::kClose: {
+          Announce(rank(), "closing this rank's connections at " + what);
+          sl_error_t ignored{};
+          next()->comm_abort(inner(), &ignored);
+          return SlSetError(err, SL_ERR_ABORTED,
+                            "fault injected by SYNCLINE_FAULT (%s): rank %d closed its "
+                            "connections before op #%llu",
+                            f.text.c_str(), rank(),
+                            static_cast<unsigned long long>(op.seq));
+        }
+        case FaultKind::kFailInit:
+          break;
+      }
+    }
+    return PostInner(op, request, err);
+  }
+
+ private:
+  const std::vector<Fault> faults_;  // only those that apply to this comm
+};
+
+sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& config,
+                       std::unique_ptr<WrappedComm>* comm, sl_error_t* err) {
+  const char* env = std::getenv("SYNCLINE_FAULT");
+  std::vector<Fault> all, mine;
+  std::string error;
+  if (!ParseFaults(env != nullptr ? env : "", &all, &error)) {
+    return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "%s", error.c_str());
+  }
+  for (const Fault& f : all) {
+    if (!Applies(f, config.rank, config.comm_id)) continue;
+    if (f.kind == FaultKind::kFailInit) {
+      Announce(config.rank, "failing communicator creation");
+      return SlSetError(
+          err, SL_ERR_UNAVAILABLE,
+          "fault injected by SYNCLINE_FAULT (%s): communicator %llu fails to "
+          "initialize on rank %d",
+          f.text.c_str(), static_cast<unsigned long long>(config.comm_id), config.rank);
+    }
+    mine.push_back(f);
+  }
+  sl_comm_t* inner = nullptr;
+  const sl_result_t rc = CreateInner(next, config, &inner, err);
+  if (rc != SL_OK) return rc;
+  *comm = std::make_unique<FaultsComm>(next, inner, config, std::move(mine));
+  return SL_OK;
+}
+
+const InterposerInfo kInfo = {"faults", CreateComm};
+
+sl_result_t WrapTable(const sl_backend_v1_t* next, const sl_backend_v1_t** wrapped,
+                      sl_error_t* err) {
+  return Wrap(kInfo, next, wrapped, err);
+}
+
+}  // namespace
+}  // namespace syncline::plugin::faults
+
+extern "C" SL_PLUGIN_EXPORT const sl_interposer_v1_t* syncline_interposer_plugin_v1(
+    void) {
+  static const sl_interposer_v1_t table = {SL_ABI_VERSION, sizeof(sl_interposer_v1_t),
+                                           "faults", syncline::plugin::faults::WrapTable};
+  return &table;
+}

@@ -1,0 +1,325 @@
+// Unit tests of the UCX backend's transport-free parts: the tag layout, and
+// every algorithm's schedule, executed by an in-memory simulator for world
+// sizes 1..9 on both sides of each switch point. The simulator delivers a
+// send to the receive with the same (source, destination, step) in FIFO
+// order, exactly what the UCP tag match with a full mask does, so a
+// schedule whose two ends disagree about a step or a size fails here
+// without a network.
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backends/common/reduce.h"
+#include "backends/ucx/algorithms/algorithms.h"
+#include "backends/ucx/tag.h"
+#include "gtest/gtest.h"
+
+namespace syncline::ucx_backend {
+namespace {
+
+TEST(UcxTag, RoundTripsEveryField) {
+  const uint64_t comm = CommTagBits(12345);
+  const uint64_t t = CollectiveTag(comm, 1048575, 999999, 4095);
+  const TagFields f = UnpackTag(t);
+  EXPECT_EQ(f.comm, comm);
+  EXPECT_EQ(f.source, 1048575);
+  EXPECT_FALSE(f.p2p);
+  EXPECT_EQ(f.seq, 999999u);
+  EXPECT_EQ(f.step, 4095u);
+  const TagFields p = UnpackTag(P2pTag(comm, 7, 0xffffffffu));
+  EXPECT_TRUE(p.p2p);
+  EXPECT_EQ(p.source, 7);
+  EXPECT_EQ(p.user_tag, 0xffffffffu);
+  EXPECT_EQ(p.comm, comm);
+}
+
+TEST(UcxTag, DifferentOpsSourcesAndGroupsNeverCollide) {
+  std::set<uint64_t> seen;
+  size_t made = 0;
+  for (uint64_t comm_id : {1ull, 2ull, 1000003ull * 1 + 1009 + 0, 1000003ull + 1009 + 1}) {
+    const uint64_t bits = CommTagBits(comm_id);
+    for (int source : {0, 1, 5}) {
+      for (uint64_t seq : {1ull, 2ull, 3ull}) {
+        for (uint32_t step : {0u, 1u, 4095u}) {
+          seen.insert(CollectiveTag(bits, source, seq, step));
+          ++made;
+        }
+      }
+      for (uint32_t tag : {0u, 1u, 7u, 0xffffffffu}) {
+        seen.insert(P2pTag(bits, source, tag));
+        ++made;
+      }
+    }
+  }
+  EXPECT_EQ(seen.size(), made);
+  // Sibling sub-groups (ids differing in low bits, see the core's Split)
+  // land in different comm fields.
+  EXPECT_NE(CommTagBits(1000003ull + 1009), CommTagBits(1000003ull + 1009 + 1));
+}
+
+TEST(UcxTag, FieldsDoNotBleedIntoEachOther) {
+  // Overflowing values are truncated to their field, never carried.
+  EXPECT_EQ(UnpackTag(CollectiveTag(0, 0, 0, 4096)).step, 0u);
+  EXPECT_EQ(UnpackTag(CollectiveTag(0, 0, 0, 4096)).seq, 0u);
+  EXPECT_EQ(UnpackTag(CollectiveTag(0, 0, uint64_t{1} << 20, 0)).source, 0);
+  EXPECT_EQ(UnpackTag(CollectiveTag(0, 1 << 20, 0, 0)).comm, 0u);
+}
+
+TEST(UcxTag, SeqWrapsAroundTheReservedZero) {
+  EXPECT_EQ(TagSeq(1), 1u);
+  const uint64_t period = (uint64_t{1} << kTagSeqBits) - 1;
+  EXPECT_EQ(TagSeq(period), period);
+  EXPECT_EQ(TagSeq(period + 1), 1u);  // never 0: that is the hello/notice space
+  for (uint64_t n = 1; n < 3 * period; n += 4099) EXPECT_NE(TagSeq(n), 0u) << n;
+}
+
+TEST(UcxTag, NoticeMaskMatchesAnySourceButNothingElse) {
+  const uint64_t bits = CommTagBits(77);
+  const uint64_t want = CollectiveTag(bits, 0, 0, kTagNoticeStep);
+  auto matches = [&](uint64_t tag) { return (tag & kTagAnySourceMask) == want; };
+  EXPECT_TRUE(matches(CollectiveTag(bits, 0, 0, kTagNoticeStep)));
+  EXPECT_TRUE(matches(CollectiveTag(bits, 123456, 0, kTagNoticeStep)));
+  EXPECT_FALSE(matches(CollectiveTag(bits, 3, 0, 0)));               // hello
+  EXPECT_FALSE(matches(CollectiveTag(bits, 3, 1, kTagNoticeStep)));  // a collective
+  EXPECT_FALSE(matches(P2pTag(bits, 3, kTagNoticeStep)));
+  EXPECT_FALSE(matches(CollectiveTag(CommTagBits(78), 3, 0, kTagNoticeStep)));
+}
+
+TEST(UcxOptions, ParsesKnownKeysAndRejectsOthers) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(ParseOptions("allreduce_small_max=0;chunk_bytes=64k;busy_poll_us=5", &o,
+                           &error))
+      << error;
+  EXPECT_EQ(o.allreduce_small_max, 0u);
+  EXPECT_EQ(o.chunk_bytes, 65536u);
+  EXPECT_EQ(o.busy_poll_us, 5);
+  EXPECT_FALSE(ParseOptions("allreduce_small=1", &o, &error));
+  EXPECT_NE(error.find("allreduce_small_max"), std::string::npos) << error;
+  EXPECT_FALSE(ParseOptions("chunk_bytes=-1", &o, &error));
+  ASSERT_TRUE(ParseOptions("reduce_small_max=1g;peer_error_mode=peer", &o, &error)) << error;
+  EXPECT_EQ(o.reduce_small_max, size_t{1} << 30);
+  EXPECT_EQ(o.peer_error_mode, PeerErrorMode::kPeer);
+}
+
+// --- The schedule simulator. ---
+
+struct RankState {
+  std::vector<int32_t> send, recv;
+  Schedule schedule;
+  size_t round = 0;
+  bool posted = false;
+};
+
+void RunActions(const Schedule& s, const Round& round, int size) {
+  for (const Action& a : round.actions) {
+    switch (a.kind) {
+      case Action::kCopy: std::memmove(a.dst, a.a, a.count); break;
+      case Action::kReduce3:
+        backend::SlReduce3(a.dst, a.a, a.b, a.count, s.dtype, s.redop);
+        break;
+      case Action::kDivide: backend::SlDivideBy(a.dst, a.count, s.dtype, size); break;
+    }
+  }
+}
+
+// Runs every rank's schedule to the end; returns "" or what went wrong.
+std::string Simulate(std::vector<RankState>& ranks) {
+  const int P = static_cast<int>(ranks.size());
+  using Key = std::tuple<int, int, uint32_t>;  // source, destination, step
+  std::map<Key, std::deque<std::vector<uint8_t>>> wire;
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int r = 0; r < P; ++r) {
+      RankState& st = ranks[r];
+      if (st.round == st.schedule.rounds.size()) continue;
+      const Round& round = st.schedule.rounds[st.round];
+      if (!st.posted) {
+        for (const Transfer& t : round.transfers) {
+          if (t.peer < 0 || t.peer >= P || t.peer == r) return "bad peer";
+          if (t.send) {
+            const auto* p = static_cast<const uint8_t*>(t.data);
+            wire[{r, t.peer, t.step}].emplace_back(p, p + t.bytes);
+          }
+        }
+        st.posted = true;
+        moved = true;
+      }
+      bool ready = true;
+      std::map<Key, size_t> need;
+      for (const Transfer& t : round.transfers) {
+        if (t.send) continue;
+        const Key key{t.peer, r, t.step};
+        if (wire[key].size() <= need[key]++) ready = false;
+      }
+      if (!ready) continue;
+      for (const Transfer& t : round.transfers) {
+        if (t.send) continue;
+        auto& queue = wire[{t.peer, r, t.step}];
+        if (queue.front().size() != t.bytes) {
+          return "rank " + std::to_string(r) + " expected " + std::to_string(t.bytes) +
+                 " B from " + std::to_string(t.peer) + " step " + std::to_string(t.step) +
+                 " and got " + std::to_string(queue.front().size());
+        }
+        std::memcpy(t.data, queue.front().data(), t.bytes);
+        queue.pop_front();
+      }
+      RunActions(st.schedule, round, P);
+      ++st.round;
+      st.posted = false;
+      moved = true;
+    }
+  }
+  for (int r = 0; r < P; ++r) {
+    if (ranks[r].round != ranks[r].schedule.rounds.size()) {
+      return "deadlock: rank " + std::to_string(r) + " stuck in round " +
+             std::to_string(ranks[r].round) + " of " + ranks[r].schedule.algorithm;
+    }
+  }
+  for (const auto& [key, queue] : wire) {
+    if (!queue.empty()) return "an unreceived message was left on the wire";
+  }
+  return "";
+}
+
+// Rank r's input element i: distinct, small, and exact under int32 sums.
+int32_t In(int r, size_t i) { return static_cast<int32_t>((r + 1) * 1000 + i % 997); }
+
+struct Case {
+  sl_op_kind_t kind;
+  int size;
+  size_t n;  // elements per rank (per block for allgather/reduce_scatter/alltoall)
+  bool small;
+};
+
+void RunCase(const Case& c, sl_redop_t redop = SL_SUM, int root = 0) {
+  Options options;
+  options.chunk_bytes = 64;  // many segments even for small vectors
+  const size_t pick = c.small ? SIZE_MAX : 0;
+  options.allreduce_small_max = options.broadcast_small_max = options.reduce_small_max =
+      options.allgather_small_max = options.reduce_scatter_small_max = pick;
+  const int P = c.size;
+  size_t send_n = c.n, recv_n = c.n;
+  if (c.kind == SL_OP_ALLGATHER) recv_n = c.n * P;
+  if (c.kind == SL_OP_REDUCE_SCATTER) send_n = c.n * P;
+  if (c.kind == SL_OP_ALLTOALL) send_n = recv_n = c.n * P;
+  std::vector<RankState> ranks(P);
+  std::vector<sl_op_t> ops(P);
+  for (int r = 0; r < P; ++r) {
+    RankState& st = ranks[r];
+    st.send.resize(send_n);
+    st.recv.assign(recv_n, -7);
+    for (size_t i = 0; i < send_n; ++i) st.send[i] = In(r, i);
+    if (c.kind == SL_OP_BROADCAST) {
+      for (size_t i = 0; i < recv_n; ++i) st.recv[i] = r == root ? In(root, i) : -1;
+    }
+    sl_op_t& op = ops[r];
+    op.kind = c.kind;
+    op.send = {st.send.data(), send_n, SL_I32, SL_DEVICE_CPU, 0, nullptr};
+    op.recv = {st.recv.data(), recv_n, SL_I32, SL_DEVICE_CPU, 0, nullptr};
+    op.redop = redop;
+    op.root = root;
+    std::string why;
+    ASSERT_EQ(ValidateOp(op, r, P, &why), SL_OK) << why;
+    AlgoArgs args{&op, r, P, &options};
+    st.schedule = SelectSchedule(args);
+  }
+  const std::string label = std::string(backend::SlOpKindName(c.kind)) + " P=" +
+                            std::to_string(P) + " n=" + std::to_string(c.n) + " " +
+                            (c.small ? "small" : "large") + " (" +
+                            ranks[0].schedule.algorithm + ")";
+  ASSERT_EQ(Simulate(ranks), "") << label;
+  auto sum = [&](size_t i) {
+    int64_t s = 0;
+    for (int q = 0; q < P; ++q) s += In(q, i);
+    return static_cast<int32_t>(redop == SL_AVG ? s / P : s);
+  };
+  for (int r = 0; r < P; ++r) {
+    const auto& out = ranks[r].recv;
+    for (size_t i = 0; i < recv_n; ++i) {
+      int32_t want = 0;
+      switch (c.kind) {
+        case SL_OP_ALLREDUCE: want = sum(i); break;
+        case SL_OP_BROADCAST: want = In(root, i); break;
+        case SL_OP_REDUCE: want = r == root ? sum(i) : -7; break;
+        case SL_OP_ALLGATHER: want = In(static_cast<int>(i / c.n), i % c.n); break;
+        case SL_OP_REDUCE_SCATTER: want = sum(r * c.n + i); break;
+        case SL_OP_ALLTOALL:
+          want = In(static_cast<int>(i / c.n), r * c.n + i % c.n);
+          break;
+        default: break;
+      }
+      ASSERT_EQ(out[i], want) << label << " rank " << r << " index " << i;
+    }
+    for (size_t i = 0; i < send_n; ++i) {
+      ASSERT_EQ(ranks[r].send[i], In(r, i)) << label << ": send buffer changed";
+    }
+  }
+}
+
+TEST(UcxSchedules, EveryAlgorithmOnOneToNineRanks) {
+  for (sl_op_kind_t kind : {SL_OP_ALLREDUCE, SL_OP_BROADCAST, SL_OP_REDUCE,
+                            SL_OP_ALLGATHER, SL_OP_REDUCE_SCATTER, SL_OP_ALLTOALL}) {
+    for (int P = 1; P <= 9; ++P) {
+      for (size_t n : {size_t{0}, size_t{1}, size_t{5}, size_t{37}, size_t{300}}) {
+        for (bool small : {true, false}) {
+          RunCase({kind, P, n, small});
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+TEST(UcxSchedules, RootsAndAverages) {
+  for (int P : {2, 3, 5, 7}) {
+    for (int root = 0; root < P; ++root) {
+      for (bool small : {true, false}) {
+        RunCase({SL_OP_BROADCAST, P, 41, small}, SL_SUM, root);
+        RunCase({SL_OP_REDUCE, P, 41, small}, SL_AVG, root);
+        RunCase({SL_OP_ALLREDUCE, P, 41, small}, SL_AVG, root);
+        RunCase({SL_OP_REDUCE_SCATTER, P, 41, small}, SL_AVG, root);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(UcxSchedules, BarrierMatchesOnAnySize) {
+  Options options;
+  for (int P = 1; P <= 9; ++P) {
+    std::vector<RankState> ranks(P);
+    for (int r = 0; r < P; ++r) {
+      sl_op_t op{};
+      op.kind = SL_OP_BARRIER;
+      AlgoArgs args{&op, r, P, &options};
+      ranks[r].schedule = SelectSchedule(args);
+    }
+    ASSERT_EQ(Simulate(ranks), "") << "barrier on " << P << " ranks";
+  }
+}
+
+TEST(UcxSchedules, ThresholdsPickTheDocumentedAlgorithm) {
+  Options options;  // defaults
+  std::vector<float> a(1 << 20), b(1 << 20);
+  sl_op_t op{};
+  op.kind = SL_OP_ALLREDUCE;
+  op.send = {a.data(), 0, SL_F32, SL_DEVICE_CPU, 0, nullptr};
+  op.recv = op.send;
+  op.recv.data = b.data();
+  AlgoArgs args{&op, 0, 4, &options};
+  for (size_t bytes : {options.allreduce_small_max, options.allreduce_small_max + 4}) {
+    op.send.count = op.recv.count = bytes / 4;
+    const std::string want = bytes <= options.allreduce_small_max ? "recursive doubling"
+                                                                  : "ring";
+    EXPECT_EQ(std::string(SelectSchedule(args).algorithm), want) << bytes << " B";
+  }
+}
+
+}  // namespace
+}  // namespace syncline::ucx_backend

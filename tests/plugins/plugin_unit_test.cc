@@ -1,0 +1,142 @@
+// Unit tests of the pieces of the interposers that need no processes: the
+// check interposer's fingerprint comparison (the exact message users see)
+// and the SYNCLINE_FAULT parser.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "plugins/check/fingerprint.h"
+#include "plugins/faults/fault_spec.h"
+
+namespace syncline::plugin {
+namespace {
+
+using ::testing::HasSubstr;
+
+sl_op_t Op(sl_op_kind_t kind, uint64_t seq, size_t count, sl_dtype_t dtype, void* data,
+           int root = 0) {
+  sl_op_t op{};
+  op.kind = kind;
+  op.seq = seq;
+  op.send = sl_buffer_t{data, count, dtype, SL_DEVICE_CPU, 0, nullptr};
+  op.recv = op.send;
+  op.redop = SL_SUM;
+  op.root = root;
+  return op;
+}
+
+TEST(Fingerprint, AgreementIsOk) {
+  std::vector<float> data(16, 1.0f);
+  const sl_op_t op = Op(SL_OP_ALLREDUCE, 3, data.size(), SL_F32, data.data());
+  std::vector<check::Fingerprint> all(4, check::MakeFingerprint(op, 0, true));
+  std::string message;
+  EXPECT_EQ(check::CompareFingerprints(all, 3, &message), SL_OK) << message;
+}
+
+TEST(Fingerprint, NamesEveryGroupOfRanksAndWhatTheyCalled) {
+  std::vector<float> data(1048576);
+  const auto allreduce = check::MakeFingerprint(
+      Op(SL_OP_ALLREDUCE, 17, data.size(), SL_F32, data.data()), 0, false);
+  const auto broadcast = check::MakeFingerprint(
+      Op(SL_OP_BROADCAST, 17, 1024, SL_F32, data.data()), 2, false);
+  std::string message;
+  EXPECT_EQ(check::CompareFingerprints({allreduce, allreduce, broadcast, allreduce}, 17,
+                                       &message),
+            SL_ERR_MISMATCH);
+  EXPECT_THAT(message,
+              HasSubstr("op #17: ranks 0,1,3 called allreduce(f32, 1048576, sum); "
+                        "rank 2 called broadcast(f32, 1024, root 0)"));
+}
+
+TEST(Fingerprint, UnusedFieldsNeverCauseAMismatch) {
+  std::vector<float> data(8);
+  sl_op_t a = Op(SL_OP_ALLREDUCE, 1, 8, SL_F32, data.data(), /*root=*/0);
+  sl_op_t b = Op(SL_OP_ALLREDUCE, 1, 8, SL_F32, data.data(), /*root=*/3);
+  std::string message;
+  EXPECT_EQ(check::CompareFingerprints({check::MakeFingerprint(a, 0, false),
+                                        check::MakeFingerprint(b, 1, false)},
+                                       1, &message),
+            SL_OK)
+      << message;
+}
+
+TEST(Fingerprint, DifferentSequenceNumbersAreShown) {
+  std::vector<float> data(8);
+  const auto a =
+      check::MakeFingerprint(Op(SL_OP_BARRIER, 5, 0, SL_F32, nullptr), 0, false);
+  const auto b =
+      check::MakeFingerprint(Op(SL_OP_BARRIER, 6, 0, SL_F32, nullptr), 1, false);
+  std::string message;
+  EXPECT_EQ(check::CompareFingerprints({a, b}, 5, &message), SL_ERR_MISMATCH);
+  EXPECT_THAT(message,
+              HasSubstr("rank 0 called barrier() as op #5; rank 1 called barrier() "
+                        "as op #6"));
+}
+
+TEST(Fingerprint, NonFiniteInputIsNamedByRankAndElement) {
+  std::vector<float> clean(8, 1.0f), dirty(8, 1.0f);
+  dirty[5] = std::nanf("");
+  dirty[6] = INFINITY;
+  const auto a =
+      check::MakeFingerprint(Op(SL_OP_ALLREDUCE, 2, 8, SL_F32, clean.data()), 0, true);
+  const auto b =
+      check::MakeFingerprint(Op(SL_OP_ALLREDUCE, 2, 8, SL_F32, dirty.data()), 1, true);
+  std::string message;
+  EXPECT_EQ(check::CompareFingerprints({a, b}, 2, &message), SL_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(message,
+              HasSubstr("rank 1's input holds NaN and Inf (first at element 5)"));
+  // bf16 +Inf is 0x7f80; NaN 0x7fc0. Only the root's broadcast input counts.
+  std::vector<uint16_t> half = {0x3f80, 0x7f80};
+  EXPECT_NE(
+      check::MakeFingerprint(Op(SL_OP_BROADCAST, 1, 2, SL_BF16, half.data()), 0, true)
+          .flags,
+      0u);
+  EXPECT_EQ(
+      check::MakeFingerprint(Op(SL_OP_BROADCAST, 1, 2, SL_BF16, half.data()), 1, true)
+          .flags,
+      0u);
+}
+
+TEST(Fingerprint, RankListsCollapseRuns) {
+  EXPECT_EQ(check::FormatRanks({0, 1, 3}), "0,1,3");
+  EXPECT_EQ(check::FormatRanks({0, 1, 2, 3, 5, 7, 8, 9}), "0-3,5,7-9");
+}
+
+TEST(FaultSpec, ParsesEveryKind) {
+  std::vector<faults::Fault> parsed;
+  std::string error;
+  ASSERT_TRUE(
+      faults::ParseFaults("delay:rank=1,op=5,ms=2000; "
+                          "kill:rank=2,op=7;close:rank=*,op=3,comm=2;fail_init:rank=1",
+                          &parsed, &error))
+      << error;
+  ASSERT_EQ(parsed.size(), 4u);
+  EXPECT_EQ(parsed[0].kind, faults::FaultKind::kDelay);
+  EXPECT_EQ(parsed[0].ms, 2000);
+  EXPECT_EQ(parsed[1].op, 7u);
+  EXPECT_TRUE(faults::Applies(parsed[2], 5, 2));
+  EXPECT_FALSE(faults::Applies(parsed[2], 5, 1));
+  EXPECT_EQ(parsed[3].kind, faults::FaultKind::kFailInit);
+  EXPECT_FALSE(faults::Applies(parsed[3], 0, 1));
+  EXPECT_TRUE(faults::ParseFaults("", &parsed, &error));
+  EXPECT_TRUE(parsed.empty());
+}
+
+TEST(FaultSpec, ErrorsQuoteTheEntryAndShowTheSyntax) {
+  std::vector<faults::Fault> parsed;
+  std::string error;
+  EXPECT_FALSE(faults::ParseFaults("delay:rank=1,op=5", &parsed, &error));
+  EXPECT_THAT(error, HasSubstr("'delay:rank=1,op=5': missing ms="));
+  EXPECT_THAT(error, HasSubstr("expected e.g."));
+  EXPECT_FALSE(faults::ParseFaults("explode:rank=1", &parsed, &error));
+  EXPECT_THAT(error, HasSubstr("unknown fault 'explode'"));
+  EXPECT_FALSE(faults::ParseFaults("kill:rank=one,op=2", &parsed, &error));
+  EXPECT_THAT(error, HasSubstr("'rank=one' needs a non-negative integer"));
+  EXPECT_FALSE(faults::ParseFaults("kill:op=2", &parsed, &error));
+  EXPECT_THAT(error, HasSubstr("missing rank="));
+}
+
+}  // namespace
+}  // namespace syncline::plugin

@@ -1,0 +1,124 @@
+// End-to-end tests: syncline-run starting syncline-allreduce-example over the
+// gloo backend. The example checks its own result against the closed form
+// size * (size + 1) / 2; these tests check what each rank reported, and that
+// a rank killed in the middle of collectives is blamed, not its victims.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/multiprocess.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher_test_util.h"
+
+namespace syncline::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// SYNCLINE_TIMEOUT bounds every op; the tests expect failures to surface far
+// sooner, through the launcher, not through that deadline.
+constexpr int kOpTimeoutSeconds = 60;
+
+std::string GlooEnv() {
+  return absl::StrCat("OMP_NUM_THREADS=1 SYNCLINE_BACKEND=gloo SYNCLINE_TIMEOUT=",
+                      kOpTimeoutSeconds, " ");
+}
+
+// Skips the test when there is no gloo plugin to load.
+#define SKIP_WITHOUT_GLOO()                                              \
+  do {                                                                   \
+    if (!GlooPluginBuilt()) {                                            \
+      GTEST_SKIP() << "the gloo plugin was not built (" << BuildLibDir() \
+                   << "/libsyncline-backend-gloo.so is missing)";        \
+    }                                                                    \
+  } while (0)
+
+TEST(LauncherExampleTest, FourRanksAllreduceOverGloo) {
+  SKIP_WITHOUT_GLOO();
+  CommandResult r =
+      RunCommand(absl::StrCat(GlooEnv(), Launcher(), " -n 4 -- ", AllreduceExample()),
+                 absl::Seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat("[rank ", rank, "] rank ", rank,
+                                                 "/4: allreduce over gloo of 1048576 "
+                                                 "floats: OK (each element = 10)")));
+  }
+}
+
+// Two "nodes" on one host: the store is on loopback, so every rank shares
+// this host and loopback is the right interface (socket_iface.h).
+TEST(LauncherExampleTest, TwoNodesOfTwoRanksAllreduceOverGloo) {
+  SKIP_WITHOUT_GLOO();
+  int port = PickFreePort();
+  ASSERT_GT(port, 0);
+  auto node = [&](int rank) {
+    return absl::StrCat(GlooEnv(), "SYNCLINE_SOCKET_IFNAME=lo ", Launcher(),
+                        " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port,
+                        " -- ", AllreduceExample(), " --count 4096");
+  };
+  CommandResult r =
+      RunCommand(absl::StrCat(node(0), " & ", node(1),
+                              "; s1=$?; wait $!; s0=$?; echo \"status=$s0,$s1\""),
+                 absl::Seconds(120));
+  EXPECT_THAT(r.output, HasSubstr("status=0,0"));
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(r.output,
+                HasSubstr(absl::StrCat("[rank ", rank, "] rank ", rank,
+                                       "/4: allreduce over gloo of 4096 floats: OK "
+                                       "(each element = 10)")));
+  }
+}
+
+TEST(LauncherExampleTest, RankKilledDuringCollectivesIsTheRootCause) {
+  SKIP_WITHOUT_GLOO();
+  // Every rank loops over allreduces far longer than the test; rank 2 is
+  // SIGKILLed (its own pid, after exec) two seconds in, while the others
+  // block in a collective waiting for it.
+  std::string worker =
+      absl::StrCat("if [ \"$RANK\" = 2 ]; then (sleep 2; kill -9 $$) & fi; exec ",
+                   AllreduceExample(), " --count 1024 --iters 1000000000");
+  CommandResult r = RunCommand(
+      absl::StrCat(GlooEnv(), Launcher(), " -n 4 -- sh -c ", ShellQuote(worker)),
+      absl::Seconds(120));
+  EXPECT_EQ(r.exit_code, 128 + 9) << r.output;
+  EXPECT_LT(r.seconds, kOpTimeoutSeconds / 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("root cause: rank 2 (pid "));
+  EXPECT_THAT(r.output, HasSubstr(") killed by SIGKILL at +"));
+  size_t consequences = r.output.find("consequences:");
+  ASSERT_NE(consequences, std::string::npos) << r.output;
+  for (int rank : {0, 1, 3}) {
+    EXPECT_NE(r.output.find(absl::StrCat("rank ", rank, " (pid "), consequences),
+              std::string::npos)
+        << "rank " << rank << " not listed as a consequence:\n"
+        << r.output;
+  }
+}
+
+TEST(LauncherExampleTest, UnknownBackendFailsFastWithTheLoadersMessage) {
+  // Alone (rank 0 of 1): the core's error names where it looked and what it
+  // found, and nothing waits for a timeout.
+  CommandResult alone =
+      RunCommand(absl::StrCat("env -u RANK -u WORLD_SIZE SYNCLINE_BACKEND=nosuch ",
+                              AllreduceExample(), " --count 16"),
+                 absl::Seconds(30));
+  EXPECT_NE(alone.exit_code, 0) << alone.output;
+  EXPECT_LT(alone.seconds, 2.0) << alone.output;
+  // The paths it tried, and the backends that are there instead.
+  EXPECT_THAT(alone.output, HasSubstr("/libsyncline-backend-nosuch.so"));
+  if (GlooPluginBuilt()) EXPECT_THAT(alone.output, HasSubstr("gloo"));
+
+  // Under the launcher: the job ends, non-zero, with the message forwarded.
+  CommandResult launched =
+      RunCommand(absl::StrCat("OMP_NUM_THREADS=1 SYNCLINE_BACKEND=nosuch ", Launcher(),
+                              " -n 2 -- ", AllreduceExample(), " --count 16"),
+                 absl::Seconds(60));
+  EXPECT_NE(launched.exit_code, 0) << launched.output;
+  EXPECT_LT(launched.seconds, 10.0) << launched.output;
+  EXPECT_THAT(launched.output, HasSubstr("nosuch"));
+  EXPECT_THAT(launched.output, HasSubstr("root cause: rank "));
+}
+
+}  // namespace
+}  // namespace syncline::testing

@@ -1,0 +1,344 @@
+// Tests of syncline-run's supervision, with shell programs as workers: the
+// environment each rank gets, output forwarding, failure detection and the
+// root-cause summary, signal forwarding and restarts. The launcher runs as a
+// real process through RunCommand; the oracle is what each worker printed.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "common/multiprocess.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher_test_util.h"
+#include "syncline/tcp_store.h"
+
+namespace syncline::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Runs syncline-run with `flags` and a `sh -c script` worker.
+CommandResult RunLauncher(const std::string& flags, const std::string& script,
+                          const std::string& env = "OMP_NUM_THREADS=1",
+                          absl::Duration timeout = absl::Seconds(60)) {
+  return RunCommand(
+      absl::StrCat(env, " ", Launcher(), " ", flags, " -- sh -c ", ShellQuote(script)),
+      timeout);
+}
+
+TEST(LauncherTest, GivesEachRankItsEnvironmentAndPrefixesItsOutput) {
+  // SYNCLINE_RANK would override RANK in the core: the launcher must drop it.
+  CommandResult r =
+      RunLauncher("-n 4",
+                  "echo \"RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK "
+                  "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK "
+                  "MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT "
+                  "HOSTED=$SYNCLINE_STORE_HOSTED PREFIX=$SYNCLINE_STORE_PREFIX "
+                  "RESTARTS=$SYNCLINE_RESTART_COUNT SR=${SYNCLINE_RANK:-unset}\"; "
+                  "echo \"to stderr from $RANK\" >&2",
+                  "OMP_NUM_THREADS=1 SYNCLINE_RANK=7");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string port;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::vector<std::string> lines =
+        LinesWithPrefix(r.output, absl::StrCat("[rank ", rank, "] RANK="));
+    ASSERT_EQ(lines.size(), 1u) << r.output;
+    auto env = ParseAssignments("RANK=" + lines[0]);
+    EXPECT_EQ(env["RANK"], std::to_string(rank));
+    EXPECT_EQ(env["WORLD_SIZE"], "4");
+    EXPECT_EQ(env["LOCAL_RANK"], std::to_string(rank));
+    EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "4");
+    EXPECT_EQ(env["GROUP_RANK"], "0");
+    EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
+    EXPECT_EQ(env["HOSTED"], "1");
+    EXPECT_EQ(env["PREFIX"], "gen0/");
+    EXPECT_EQ(env["RESTARTS"], "0");
+    EXPECT_EQ(env["SR"], "unset");
+    if (rank == 0) port = env["MASTER_PORT"];
+    EXPECT_EQ(env["MASTER_PORT"], port) << "ranks disagree on the port";
+    EXPECT_THAT(r.output,
+                HasSubstr(absl::StrCat("[rank ", rank, "] to stderr from ", rank)));
+  }
+  // Every line is either a worker's (prefixed) or the launcher's own.
+  for (absl::string_view line : absl::StrSplit(r.output, '\n', absl::SkipEmpty())) {
+    EXPECT_TRUE(absl::StartsWith(line, "[rank ") ||
+                absl::StartsWith(line, "syncline-run: "))
+        << "unprefixed line: " << line;
+  }
+}
+
+TEST(LauncherTest, ForwardsWholeLinesOnly) {
+  // A line written in two pieces arrives as one; a last line without a
+  // newline is not lost; a flood from one rank is forwarded completely.
+  CommandResult r =
+      RunLauncher("-n 2",
+                  "if [ \"$RANK\" = 0 ]; then printf 'first '; sleep 0.2; "
+                  "printf 'half\\n'; printf 'no newline'; else seq 1 50000; fi");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[rank 0] first half\n"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 0] no newline\n"));
+  std::vector<std::string> flood = LinesWithPrefix(r.output, "[rank 1] ");
+  ASSERT_EQ(flood.size(), 50000u);
+  for (int i = 0; i < 50000; ++i) {
+    ASSERT_EQ(flood[i], std::to_string(i + 1)) << "line " << i;
+  }
+}
+
+TEST(LauncherTest, MasterPortZeroPicksAFreePort) {
+  CommandResult r = RunLauncher("-n 2 --master-port 0", "echo \"port=$MASTER_PORT\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> ports = LinesWithPrefix(r.output, "[rank 0] port=");
+  ASSERT_EQ(ports.size(), 1u) << r.output;
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(ports[0], &port)) << ports[0];
+  EXPECT_GT(port, 0);
+  EXPECT_LT(port, 65536);
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("[rank 1] port=", port)));
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("store at 127.0.0.1:", port)));
+}
+
+TEST(LauncherTest, PortInUseIsAClearError) {
+  TcpStoreServerOptions options;
+  options.host = "127.0.0.1";
+  auto server = TcpStoreServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  int port = (*server)->port();
+  CommandResult r =
+      RunLauncher(absl::StrCat("-n 2 --master-port ", port), "echo should-not-run");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("127.0.0.1:", port)));
+  EXPECT_THAT(r.output, HasSubstr("in use"));
+  EXPECT_THAT(r.output, Not(HasSubstr("should-not-run")));
+}
+
+TEST(LauncherTest, HelpEnvPrintsTheOptionTable) {
+  CommandResult r = RunCommand(Launcher() + " --help-env");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("SYNCLINE_BACKEND"));
+  EXPECT_THAT(r.output, HasSubstr("SYNCLINE_TIMEOUT"));
+}
+
+TEST(LauncherTest, SetsOmpNumThreadsWhenUnset) {
+  CommandResult r =
+      RunLauncher("-n 2", "echo \"omp=$OMP_NUM_THREADS\"", "env -u OMP_NUM_THREADS");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int expected = std::max(1, AffinityCores() / 2);
+  EXPECT_THAT(r.output, HasSubstr("OMP_NUM_THREADS is not set"));
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("[rank 0] omp=", expected)));
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("[rank 1] omp=", expected)));
+}
+
+TEST(LauncherTest, KeepsOmpNumThreadsWhenSet) {
+  CommandResult r =
+      RunLauncher("-n 2", "echo \"omp=$OMP_NUM_THREADS\"", "OMP_NUM_THREADS=3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, Not(HasSubstr("OMP_NUM_THREADS is not set")));
+  EXPECT_THAT(r.output, HasSubstr("[rank 0] omp=3"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 1] omp=3"));
+}
+
+TEST(LauncherTest, AcceptsTheProgramWithoutDoubleDash) {
+  CommandResult r = RunCommand("OMP_NUM_THREADS=1 " + Launcher() + " -n 2 echo --n 7 -x");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[rank 0] --n 7 -x"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 1] --n 7 -x"));
+}
+
+TEST(LauncherTest, ProgramThatCannotRunIsReported) {
+  CommandResult r = RunCommand(Launcher() + " -n 2 -- /nonexistent/program");
+  EXPECT_EQ(r.exit_code, 127) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("/nonexistent/program"));
+}
+
+TEST(LauncherTest, FailedRankStopsTheJobAndIsNamed) {
+  // Rank 1 fails after 0.5 s; the others would run for a minute.
+  CommandResult r =
+      RunLauncher("-n 4",
+                  "if [ \"$RANK\" = 1 ]; then sleep 0.5; echo 'rank 1 gives up' >&2; "
+                  "exit 3; fi; sleep 60");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_LT(r.seconds, 0.5 + 2.5) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("root cause: rank 1 (pid "));
+  EXPECT_THAT(r.output, HasSubstr(") exited 3 at +"));
+  EXPECT_THAT(r.output, HasSubstr("| rank 1 gives up"));
+}
+
+TEST(LauncherTest, FirstRankToDieIsTheRootCause) {
+  // Rank 2 is SIGKILLed; the others then fail on their own (as peers of a
+  // dead rank do) or are stopped. Rank 2 must be named, not the later ones.
+  CommandResult r =
+      RunLauncher("-n 4",
+                  "if [ \"$RANK\" = 2 ]; then echo 'rank 2 last words' >&2; "
+                  "(sleep 0.5; kill -9 $$) & exec sleep 60; fi; "
+                  "echo \"rank $RANK waiting\" >&2; sleep 60");
+  EXPECT_EQ(r.exit_code, 128 + 9) << r.output;
+  EXPECT_LT(r.seconds, 0.5 + 2.5) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("root cause: rank 2 (pid "));
+  EXPECT_THAT(r.output, HasSubstr(") killed by SIGKILL at +"));
+  EXPECT_THAT(r.output, HasSubstr("| rank 2 last words"));
+  size_t consequences = r.output.find("consequences:");
+  ASSERT_NE(consequences, std::string::npos) << r.output;
+  for (int rank : {0, 1, 3}) {
+    EXPECT_NE(r.output.find(absl::StrCat("rank ", rank, " (pid "), consequences),
+              std::string::npos)
+        << "rank " << rank << " not listed as a consequence:\n"
+        << r.output;
+  }
+}
+
+TEST(LauncherTest, WorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
+  CommandResult r =
+      RunLauncher("-n 2 --grace-period 1",
+                  "trap '' TERM; if [ \"$RANK\" = 0 ]; then sleep 0.5; exit 4; fi; "
+                  "while :; do sleep 0.1; done");
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_GT(r.seconds, 0.5 + 1.0) << r.output;
+  EXPECT_LT(r.seconds, 0.5 + 1.0 + 2.0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("rank 1 (pid "));
+  EXPECT_THAT(r.output, HasSubstr("killed by SIGKILL"));
+}
+
+TEST(LauncherTest, SigtermIsForwardedToTheWorkers) {
+  std::string dir = MakeTempDir();
+  std::string worker = WriteScript(dir, "worker.sh",
+                                   "trap 'echo \"got-term-$RANK\"; exit 0' TERM\n"
+                                   "echo ready\n"
+                                   "while :; do sleep 0.1; done");
+  // Wait until both workers have installed their trap, then signal the
+  // launcher only (not its process group).
+  std::string script = absl::StrCat(
+      "OMP_NUM_THREADS=1 ", Launcher(), " -n 2 -- ", worker, " > ", dir,
+      "/out 2>&1 & pid=$!\n", "for i in $(seq 200); do [ \"$(grep -c ready ", dir,
+      "/out)\" -ge 2 ] && break; sleep 0.05; done\n",
+      "kill -TERM $pid; wait $pid; echo \"launcher-exit=$?\"; cat ", dir, "/out");
+  CommandResult r = RunCommand(script);
+  EXPECT_THAT(r.output, HasSubstr("launcher-exit=143"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 0] got-term-0"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 1] got-term-1"));
+  EXPECT_LT(r.seconds, 15) << r.output;
+}
+
+TEST(LauncherTest, RestartsAfterAFailureInTheFirstGeneration) {
+  std::string dir = MakeTempDir();
+  std::string worker =
+      WriteScript(dir, "flaky.sh",
+                  "echo \"gen=$SYNCLINE_RESTART_COUNT prefix=$SYNCLINE_STORE_PREFIX\"\n"
+                  "if [ \"$SYNCLINE_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then\n"
+                  "  echo 'failing in generation 0' >&2; exit 5\n"
+                  "fi");
+  std::string base = absl::StrCat("OMP_NUM_THREADS=1 ", Launcher(), " -n 3 ");
+
+  CommandResult once = RunCommand(base + "-- " + worker);
+  EXPECT_EQ(once.exit_code, 5) << once.output;
+
+  CommandResult restarted = RunCommand(base + "--max-restarts 1 -- " + worker);
+  EXPECT_EQ(restarted.exit_code, 0) << restarted.output;
+  EXPECT_THAT(restarted.output, HasSubstr("restart 1 of 1"));
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_THAT(restarted.output,
+                HasSubstr(absl::StrCat("[rank ", rank, "] gen=1 prefix=gen1/")));
+  }
+}
+
+TEST(LauncherTest, GivesUpWhenRestartsRunOut) {
+  CommandResult r = RunLauncher("-n 2 --max-restarts 2",
+                                "echo \"gen=$SYNCLINE_RESTART_COUNT\"; exit 6");
+  EXPECT_EQ(r.exit_code, 6) << r.output;
+  // Whichever rank exits first gets the other stopped, maybe before it
+  // prints: only one line per generation is certain.
+  EXPECT_THAT(r.output, HasSubstr("restart 2 of 2"));
+  EXPECT_THAT(r.output, HasSubstr("] gen=2"));
+  EXPECT_THAT(r.output, Not(HasSubstr("gen=3")));
+  EXPECT_THAT(r.output, HasSubstr("no restarts left"));
+}
+
+TEST(LauncherTest, TwoNodesShareOneWorld) {
+  int port = PickFreePort();
+  ASSERT_GT(port, 0);
+  std::string worker = ShellQuote(
+      "echo \"RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK "
+      "GROUP_RANK=$GROUP_RANK MASTER_PORT=$MASTER_PORT\"");
+  auto node = [&](int rank) {
+    return absl::StrCat("OMP_NUM_THREADS=1 ", Launcher(), " -n 2 --nnodes 2 --node-rank ",
+                        rank, " --master-port ", port, " -- sh -c ", worker);
+  };
+  CommandResult r = RunCommand(absl::StrCat(node(0), " & ", node(1),
+                                            "; s1=$?; wait $!; s0=$?; "
+                                            "echo \"status=$s0,$s1\""));
+  EXPECT_THAT(r.output, HasSubstr("status=0,0"));
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(r.output,
+                HasSubstr(absl::StrCat("[rank ", rank, "] RANK=", rank,
+                                       " WORLD_SIZE=4 LOCAL_RANK=", rank % 2,
+                                       " GROUP_RANK=", rank / 2, " MASTER_PORT=", port)));
+  }
+}
+
+// Runs node 0 and node 1 of a two-node job (2 ranks each) at once, each
+// running `worker` (a script path); prints "status=<node 0>,<node 1>".
+CommandResult RunTwoNodes(const std::string& flags, const std::string& worker) {
+  int port = PickFreePort();
+  EXPECT_GT(port, 0);
+  auto node = [&](int rank) {
+    return absl::StrCat("OMP_NUM_THREADS=1 ", Launcher(), " -n 2 --nnodes 2 --node-rank ",
+                        rank, " --master-port ", port, " ", flags, " -- ", worker);
+  };
+  return RunCommand(absl::StrCat(node(0), " & ", node(1),
+                                 "; s1=$?; wait $!; s0=$?; "
+                                 "echo \"status=$s0,$s1\""));
+}
+
+TEST(LauncherTest, FailureOnOneNodeStopsTheOtherNode) {
+  // Node 0's ranks would sleep for a minute; only node 1's launcher sees the
+  // failure directly, and node 0's must learn of it through the store.
+  std::string dir = MakeTempDir();
+  std::string worker = WriteScript(
+      dir, "worker.sh", "if [ \"$RANK\" = 3 ]; then sleep 0.5; exit 7; fi\nsleep 60");
+  CommandResult r = RunTwoNodes("", worker);
+  EXPECT_THAT(r.output, HasSubstr("status=7,7"));
+  EXPECT_LT(r.seconds, 0.5 + 4) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("node 1 reported: rank 3 (pid "));
+  EXPECT_THAT(r.output, HasSubstr("root cause: rank 3 (pid "));  // node 1
+  EXPECT_THAT(r.output, HasSubstr("root cause: on node 1, rank 3 (pid "));
+}
+
+TEST(LauncherTest, NodeThatCannotStartItsProgramStopsTheOthers) {
+  int port = PickFreePort();
+  ASSERT_GT(port, 0);
+  auto node = [&](int rank, const std::string& program) {
+    return absl::StrCat("OMP_NUM_THREADS=1 ", Launcher(), " -n 2 --nnodes 2 --node-rank ",
+                        rank, " --master-port ", port, " -- ", program);
+  };
+  CommandResult r =
+      RunCommand(absl::StrCat(node(0, "sleep 60"), " & ", node(1, "/nonexistent/program"),
+                              "; s1=$?; wait $!; s0=$?; echo \"status=$s0,$s1\""));
+  EXPECT_THAT(r.output, HasSubstr("status=127,127"));
+  EXPECT_LT(r.seconds, 5) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("root cause: on node 1, cannot run '/nonexistent/program'"));
+}
+
+TEST(LauncherTest, RestartsAllNodesTogether) {
+  std::string dir = MakeTempDir();
+  std::string worker = WriteScript(dir, "flaky.sh",
+                                   "if [ \"$SYNCLINE_RESTART_COUNT\" = 0 ]; then\n"
+                                   "  if [ \"$RANK\" = 3 ]; then sleep 0.5; exit 7; fi\n"
+                                   "  sleep 60\n"
+                                   "fi\n"
+                                   "echo \"gen=$SYNCLINE_RESTART_COUNT rank=$RANK\"");
+  CommandResult r = RunTwoNodes("--max-restarts 1", worker);
+  EXPECT_THAT(r.output, HasSubstr("status=0,0"));
+  EXPECT_LT(r.seconds, 0.5 + 8) << r.output;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat("[rank ", rank, "] gen=1 rank=", rank)));
+  }
+}
+
+}  // namespace
+}  // namespace syncline::testing

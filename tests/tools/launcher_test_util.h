@@ -1,0 +1,54 @@
+// launcher_test_util.h: helpers for tests that drive syncline-run.
+//
+// The tests run the real binaries through syncline::testing::RunCommand (a
+// /bin/sh -c command line), mostly with tiny shell programs as workers, so
+// that launcher behaviour is tested without depending on a backend.
+//
+// Example:
+//   CommandResult r = RunCommand(absl::StrCat(
+//       Launcher(), " -n 2 -- sh -c ", ShellQuote("echo $RANK")));
+#ifndef SYNCLINE_TESTS_TOOLS_LAUNCHER_TEST_UTIL_H_
+#define SYNCLINE_TESTS_TOOLS_LAUNCHER_TEST_UTIL_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace syncline::testing {
+
+// Absolute paths of the built binaries.
+std::string Launcher();
+std::string AllreduceExample();
+
+// Whether the gloo plugin was built (tests of real collectives need it).
+bool GlooPluginBuilt();
+
+// `s` single-quoted for /bin/sh.
+std::string ShellQuote(absl::string_view s);
+
+// A fresh folder under the gtest temp dir; the test owns it.
+std::string MakeTempDir();
+
+// Writes an executable /bin/sh script and returns its path.
+std::string WriteScript(const std::string& dir, const std::string& name,
+                        const std::string& body);
+
+// A TCP port on 127.0.0.1 that was free a moment ago (for tests that must
+// give two launchers the same port up front).
+int PickFreePort();
+
+// Lines of `output` that start with `prefix`, with the prefix removed.
+std::vector<std::string> LinesWithPrefix(absl::string_view output,
+                                         absl::string_view prefix);
+
+// Parses "NAME=value NAME2=value2" into a map.
+std::map<std::string, std::string> ParseAssignments(absl::string_view line);
+
+// CPUs this process may run on, counted independently of the launcher.
+int AffinityCores();
+
+}  // namespace syncline::testing
+
+#endif  // SYNCLINE_TESTS_TOOLS_LAUNCHER_TEST_UTIL_H_

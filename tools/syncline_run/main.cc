@@ -1,0 +1,148 @@
+// syncline-run: starts N ranks of a distributed program and supervises them.
+//
+//   syncline-run -n 4 -- ./train --epochs=1
+//   syncline-run -n 8 --nnodes 2 --node-rank 0 --master-addr 10.0.0.1
+//       --master-port 29500 ./train     (one line; the same on node 1 with
+//                                        --node-rank 1)
+//
+// Flags may be spelled with dashes or underscores (--node-rank,
+// --node_rank), as torchrun accepts both. The program starts at "--" or at
+// the first argument that is not a launcher flag, so the program's own flags
+// are never taken for ours.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/time.h"
+#include "launcher.h"
+#include "output.h"
+#include "syncline/env.h"
+
+ABSL_FLAG(int, n, 1, "Number of workers (ranks) to start on this node.");
+ABSL_FLAG(int, nnodes, 1, "Number of nodes; WORLD_SIZE is n * nnodes.");
+ABSL_FLAG(int, node_rank, 0, "This node's index in 0..nnodes-1; node 0 hosts the store.");
+ABSL_FLAG(std::string, master_addr, "127.0.0.1",
+          "Address of the store. On node 0 it is also the bind address, so "
+          "use this host's address (not 0.0.0.0) for multi-node jobs.");
+ABSL_FLAG(int, master_port, 0, "Port of the store; 0 picks a free one (node 0 only).");
+ABSL_FLAG(int, max_restarts, 0, "How many times to restart all workers after a failure.");
+ABSL_FLAG(double, grace_period, 5.0,
+          "Seconds between SIGTERM and SIGKILL when stopping workers.");
+ABSL_FLAG(bool, help_env, false, "Print Syncline's environment variables and exit.");
+
+namespace {
+
+constexpr char kUsage[] =
+    "Starts N ranks of a distributed program and supervises them.\n"
+    "\n"
+    "  syncline-run -n N [--nnodes M --node-rank R --master-addr A "
+    "--master-port P]\n"
+    "               [--max-restarts K] [--grace-period SECONDS] -- program "
+    "[args...]\n"
+    "\n"
+    "Each worker gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, "
+    "GROUP_RANK,\n"
+    "MASTER_ADDR and MASTER_PORT. Output lines are prefixed with [rank r]. "
+    "When a\n"
+    "worker fails the others are stopped and a summary names the rank that "
+    "failed\n"
+    "first. See --help-env for Syncline's environment variables.";
+
+// Flags that take a value, so that "--node-rank 1" consumes the "1"; any
+// other flag (--help_env, --help) takes none and cannot swallow the program.
+bool TakesValue(const std::string& name) {
+  for (const char* f :
+       {"n", "nnodes", "node_rank", "master_addr", "master_port", "max_restarts",
+        "grace_period", "flagfile", "fromenv", "tryfromenv", "undefok"}) {
+    if (name == f) return true;
+  }
+  return false;
+}
+
+// Splits argv into the launcher's arguments (normalized to "--name[=value]"
+// with underscores) and the program's command line.
+void SplitCommandLine(int argc, char** argv, std::vector<std::string>* ours,
+                      std::vector<std::string>* command) {
+  ours->push_back(argv[0]);
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') break;  // the program starts here
+    std::string body = arg.substr(arg[1] == '-' ? 2 : 1);
+    size_t eq = body.find('=');
+    std::string name = body.substr(0, eq);
+    name = absl::StrReplaceAll(name, {{"-", "_"}});
+    if (name == "nproc_per_node") name = "n";  // torchrun's spelling
+    if (eq != std::string::npos) {
+      ours->push_back(absl::StrCat("--", name, body.substr(eq)));
+      continue;
+    }
+    ours->push_back(absl::StrCat("--", name));
+    if (TakesValue(name) && i + 1 < argc) {
+      ours->back() += absl::StrCat("=", argv[++i]);
+    }
+  }
+  for (; i < argc; ++i) command->push_back(argv[i]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  // absl's --help lists the flags of files named after the program; ours
+  // live in syncline_run/main.cc.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::StrContains(path, "syncline_run/");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
+  std::vector<std::string> ours;
+  std::vector<std::string> command;
+  SplitCommandLine(argc, argv, &ours, &command);
+  std::vector<char*> our_argv;
+  our_argv.reserve(ours.size() + 1);
+  for (std::string& s : ours) our_argv.push_back(s.data());
+  our_argv.push_back(nullptr);
+  std::vector<char*> rest =
+      absl::ParseCommandLine(static_cast<int>(ours.size()), our_argv.data());
+  if (rest.size() > 1) {
+    syncline::run::Say(absl::StrCat("unexpected argument '", rest[1], "'"));
+    return 2;
+  }
+
+  if (absl::GetFlag(FLAGS_help_env)) {
+    std::string table = syncline::FormatEnvTable(/*markdown=*/false);
+    syncline::run::WriteAll(STDOUT_FILENO, table);
+    if (!table.empty() && table.back() != '\n') {
+      syncline::run::WriteAll(STDOUT_FILENO, "\n");
+    }
+    return 0;
+  }
+
+  syncline::run::LaunchOptions options;
+  options.nproc_per_node = absl::GetFlag(FLAGS_n);
+  options.nnodes = absl::GetFlag(FLAGS_nnodes);
+  options.node_rank = absl::GetFlag(FLAGS_node_rank);
+  options.master_addr = absl::GetFlag(FLAGS_master_addr);
+  options.master_port = absl::GetFlag(FLAGS_master_port);
+  options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  double grace = absl::GetFlag(FLAGS_grace_period);
+  options.grace_period = std::isfinite(grace) ? absl::Seconds(grace) : absl::Seconds(-1);
+  options.command = std::move(command);
+  return syncline::run::RunLauncher(options);
+}
