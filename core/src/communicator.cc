@@ -16,6 +16,7 @@
 #include "store_adapter.h"
 #include "syncline/env.h"
 #include "syncline/log.h"
+#include "syncline/pitfalls.h"
 #include "syncline/rendezvous.h"
 #include "syncline/status.h"
 #include "work_impl.h"
@@ -129,6 +130,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     rank = info.rank;
     size = info.world_size;
     SetLogRank(rank, size);
+    CheckStartupPitfalls(rank, size, info.local_world_size);
     SL_ASSIGN_OR_RETURN(root, RendezvousStore(info, timeout));
   } else if (rank < 0 || size < 1 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrFormat(

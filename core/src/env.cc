@@ -57,7 +57,11 @@ const std::vector<EnvOption>& EnvOptions() {
       {"SYNCLINE_TEST_BACKENDS", "",
        "Tests only: extra backends (e.g. ucx,nccl) for the shared collective suite."},
       {"SYNCLINE_WARN", "",
-       "Comma-separated pitfall warnings to silence, or 'none' for all."},
+       "Pitfall warnings to silence, by name (oversubscription, no_sync_mismatch, "
+       "replica_drift, bucket_cap, verbose_logging), or all."},
+      {"SYNCLINE_CHECK_EVERY", "0",
+       "DDP: every N optimizer steps, compare a parameter checksum across ranks "
+       "and name the first parameter that drifted (0: off)."},
       {"SYNCLINE_CHECK_NAN", "0",
        "1: the check interposer also scans floating-point inputs for NaN/Inf "
        "before each collective and fails it on every rank, naming the rank, "

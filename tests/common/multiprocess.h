@@ -8,6 +8,9 @@
 // assertion failed, 1 otherwise. In the parent it waits for every rank (up to
 // options.timeout, then SIGKILLs the rest) and returns how each one ended.
 //
+// Call RunRanks() once per test: a child re-runs the test body from its
+// start, so it would run the first RunRanks() body in any case.
+//
 // Example:
 //   TEST(Allreduce, Sum) {
 //     auto results = RunRanks(4, [](int rank, int size) {
