@@ -12,8 +12,9 @@ function(syncline_add_test)
   gtest_discover_tests(${T_NAME}
     DISCOVERY_TIMEOUT 60
     NO_PRETTY_VALUES TRUE
-    PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
-               ENVIRONMENT "SYNCLINE_PLUGIN_PATH=${CMAKE_BINARY_DIR}/lib;SYNCLINE_TEST_DATA_DIR=${CMAKE_SOURCE_DIR}/data")
+    # No ENVIRONMENT: plugins are found next to libsyncline in the build tree,
+    # exactly as in an installed tree.
+    PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
 endfunction()
 
 # syncline_add_backend(NAME gloo SOURCES ... LIBS ...)

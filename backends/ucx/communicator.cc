@@ -233,6 +233,7 @@ Communicator::~Communicator() {
   }
   collectives_.clear();
   p2p_.clear();
+  if (aborted_.load() && size_ > 1) NoticeAbort();
   if (notice_request_ != nullptr) ucp_request_cancel(worker_.get(), notice_request_);
   if (worker_.get() != nullptr) {
     for (int i = 0; i < 1000 && ucp_worker_progress(worker_.get()) != 0; ++i) {
@@ -305,7 +306,12 @@ void Communicator::Abort() {
     request->Complete(SL_ERR_ABORTED, "ucx " + request->Describe() + " on " + Where() +
                                           ": the communicator was aborted");
   }
-  // Wake a driver sleeping on the event fd; it drops the aborted ops.
+  // Tell the peers now if nobody is driving; otherwise the driver does it
+  // on its next pass. Wake a driver sleeping on the event fd.
+  if (driver_mu_.try_lock()) {
+    NoticeAbort();
+    driver_mu_.unlock();
+  }
   ucp_worker_signal(worker_.get());
   std::lock_guard<std::mutex> lock(mu_);
   thread_cv_.notify_all();

@@ -15,9 +15,10 @@
 // of `driver_mu_`, drives: it runs ucp_worker_progress and advances the
 // running Operations. It can be
 //   - a thread in Wait() (request_wait): it drives until its request is
-//     done, busy-polling for Options::busy_poll_us after the last event and
-//     then arming the worker and sleeping in poll() on the worker's event
-//     fd (plus the pidfds of same-host peers);
+//     done, busy-polling for Options::busy_poll_us after the last event
+//     (yielding its core after 20 us, so a peer rank that shares the core
+//     can answer) and then arming the worker and sleeping in poll() on the
+//     worker's event fd (plus the pidfds of same-host peers);
 //   - the posting thread, which makes one non-blocking pass so that the
 //     op's first messages leave at once;
 //   - Test(), which makes one pass if nobody else is driving;
@@ -34,9 +35,13 @@
 // Failure policy: the first collective that fails (timeout, dead peer,
 // size mismatch) breaks the communicator for collectives: a half-finished
 // collective leaves peers in unknown states. Later collectives fail at
-// once, naming the op that broke it. Point-to-point ops fail only when
-// their own peer does. Abort() fails everything with SL_ERR_ABORTED at
-// once and wakes every waiter, from any thread.
+// once, naming the op that broke it, and the peers are sent a failure
+// notice (notice.cc) so that they fail now rather than at their deadlines.
+// A dead peer (pidfd or UCX endpoint error, see bootstrap.h) fails an op
+// only while the op still waits on a transfer with it, so a rank that
+// finished and exited is harmless. Point-to-point ops fail only when their
+// own peer does. Abort() fails everything with SL_ERR_ABORTED at once,
+// wakes every waiter, and notifies the peers.
 //
 // Thread safety: Post() from one thread at a time (the core serializes
 // it); Abort(), Test/Wait (via Request) from any thread.
@@ -121,6 +126,8 @@ class Communicator {
   // peer is told at once, so ranks that only wait on the failed one
   // transitively fail now rather than at their deadline.
   void PostNoticeRecv() ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+  // After Abort(): tells the peers once (an abort fails them too).
+  void NoticeAbort() ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
   void SendNotice(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
   static void OnNotice(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
                        void* user);

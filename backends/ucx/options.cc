@@ -23,7 +23,7 @@ constexpr SizeOption kSizeOptions[] = {
     {"reduce_small_max", &Options::reduce_small_max,
      "bytes up to which reduce uses a binomial tree (above: pipelined chain)"},
     {"allgather_small_max", &Options::allgather_small_max,
-     "block bytes up to which allgather uses recursive doubling (above: ring)"},
+     "block bytes up to which allgather uses Bruck (above: ring)"},
     {"reduce_scatter_small_max", &Options::reduce_scatter_small_max,
      "block bytes up to which reduce_scatter uses recursive doubling (above: ring)"},
     {"chunk_bytes", &Options::chunk_bytes, "segment size of the pipelined algorithms"},

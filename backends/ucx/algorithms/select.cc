@@ -1,27 +1,39 @@
 // select.cc: which algorithm runs each op, and op validation.
 //
 // Switch points (Options defaults, options.h). Each is the size of one
-// rank's message at or below which the latency algorithm runs. They were
-// measured with tests/backends/ucx/ucx_sweep.cc (2 ranks, f32, public
-// Communicator API including Wait, median of repeated runs) on the 2-core
-// reference VM while other jobs shared it, so treat the crossover regions,
-// not the exact bytes, as the result:
+// rank's message at or below which the latency algorithm runs.
 //
-//   op             algorithms                    crossover (2 ranks)
-//   allreduce      recursive doubling | ring     see THRESHOLDS below
-//   broadcast      binomial tree | chain         identical for P = 2
-//   reduce         binomial tree | chain         identical for P = 2
-//   allgather      bruck | ring                  identical for P = 2
-//   reduce_scatter recursive doubling | ring     see THRESHOLDS below
+// Measured with tests/backends/ucx/ucx_sweep.cc: 2 ranks, f32 sum, median
+// per op through the public Communicator API including Wait, each algorithm
+// forced in turn, on the 2-core reference VM on 2026-11-29 (load average
+// 4-6 from other jobs in the final run, 8-13 earlier; under the higher load
+// any point could jump to 200-900 us when the scheduler put both ranks on
+// one core, so the crossover is a region, not a byte count):
 //
-// THRESHOLDS: filled in from the measurements (see the report).
+//   allreduce, shared memory (UCX_TLS=posix,sysv,cma,self), us per op:
+//     bytes      rd       ring
+//     8          1.70     2.33
+//     512        2.24     2.80
+//     4 KiB      2.69     3.77
+//     16 KiB    12.56     4.72     <- ring ahead from here
+//     64 KiB    34.95    27.29
+//     1 MiB    491.6    300.3
+//     16 MiB   17329     4861      (rd moves twice the bytes per rank)
+//   allreduce, tcp over loopback (UCX_TLS=tcp, auto): 9.7 us at 8 B,
+//     11.4 us at 4 KiB, 61 us at 64 KiB; earlier forced runs put rd at
+//     10-14 us up to 16 KiB, so the same switch point serves both.
 //
-// With 2 ranks the tree, chain, bruck and ring algorithms exchange the
-// same messages; their thresholds only matter for P > 2, where the
-// bandwidth algorithms cut the bytes per rank from log2(P)*N (tree) to ~N.
-// Those defaults follow the usual alpha-beta estimate: the chain pays
-// (P-2) extra segment latencies (~P * 5 us at 256 KiB) and saves
-// (log2 P - 1) * N / bandwidth, which breaks even near 64 KiB.
+//   => allreduce_small_max = 8 KiB.
+//
+// With 2 ranks the broadcast/reduce (tree vs chain), allgather (bruck vs
+// ring) and reduce_scatter (rd vs ring) pairs exchange the same messages in
+// one round, so 2 ranks cannot place those switch points; they matter for
+// P > 2, where they follow the alpha-beta model with alpha ~ 2 us (the
+// measured small-message cost) and ~6 GB/s: the chain pays P-2 extra
+// segment latencies and saves (log2 P - 1) * N of traffic, breaking even
+// near 64 KiB; ring reduce_scatter/allgather pay P-1 rounds against
+// log2 P, which at alpha = 2 us outweighs their bandwidth saving below
+// ~4 KiB per block.
 #include <cstring>
 #include <string>
 

@@ -1,0 +1,132 @@
+// sampler.h: DistributedSampler, which splits a dataset's indices across
+// ranks, epoch by epoch, and can resume in the middle of an epoch.
+//
+// Every rank builds the same permutation of [0, dataset_size) from
+// (seed, epoch), pads it to a multiple of the world size by repeating indices
+// from its start (or drops the tail), and takes every num_replicas-th index
+// starting at its rank. The shards are therefore disjoint (apart from the
+// padding) and their union covers the dataset. With shuffle = false the order
+// is plain strided: rank r gets r, r + W, r + 2W, ...
+//
+// The sampler also keeps a position (how many of this rank's samples were
+// handed out this epoch), so a checkpoint can record it and a resumed run
+// continues with the very next batch. Every rank has the same number of
+// samples per epoch, so the position is the same on every rank and rank 0's
+// copy is enough for a checkpoint.
+//
+// Thread safety: none; one sampler per training loop.
+//
+// Example:
+//   SL_ASSIGN_OR_RETURN(auto sampler, DistributedSampler::Create(
+//       {.dataset_size = n, .num_replicas = world, .rank = rank, .seed = 42}));
+//   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+//     sampler.SetEpoch(epoch);          // forget this and you get a warning
+//     for (auto batch = sampler.NextBatch(32); !batch.empty();
+//          batch = sampler.NextBatch(32)) {
+//       Train(batch);
+//     }
+//   }
+#ifndef SYNCLINE_DDP_SAMPLER_H_
+#define SYNCLINE_DDP_SAMPLER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace syncline::ddp {
+
+// DistributedSamplerOptions
+//
+// `num_replicas` and `rank` normally come from the Communicator.
+struct DistributedSamplerOptions {
+  int64_t dataset_size = 0;
+  int num_replicas = 1;
+  int rank = 0;
+  bool shuffle = true;
+  uint64_t seed = 0;
+  // false: pad to a multiple of num_replicas by repeating from the start of
+  // the (shuffled) order; true: drop the last dataset_size % num_replicas.
+  bool drop_last = false;
+};
+
+// SamplerState
+//
+// What a checkpoint records. The shape fields let Restore() refuse a state
+// from a run with a different dataset, world size or seed, where `position`
+// would mean something else.
+struct SamplerState {
+  int64_t epoch = 0;
+  int64_t position = 0;  // samples of this rank already handed out
+  int64_t dataset_size = 0;
+  int64_t num_replicas = 0;
+  uint64_t seed = 0;
+  bool shuffle = true;
+  bool drop_last = false;
+};
+
+class DistributedSampler {
+ public:
+  // Create()
+  //
+  // InvalidArgument for a negative size, rank outside [0, num_replicas), or
+  // an empty shard (drop_last with fewer samples than ranks, or an empty
+  // dataset).
+  static absl::StatusOr<DistributedSampler> Create(
+      const DistributedSamplerOptions& options);
+
+  // SetEpoch()
+  //
+  // Selects the order of `epoch` and rewinds to its start, except when
+  // `epoch` is the current epoch and a pass through it is under way (e.g.
+  // right after Restore()): then the position is kept, so the usual
+  // "SetEpoch(epoch) at the top of the loop" also works for a resumed run.
+  void SetEpoch(int64_t epoch);
+
+  // NextBatch()
+  //
+  // The next up to `batch_size` indices of this rank in the current epoch,
+  // advancing the position. Returns an empty vector once the epoch is
+  // exhausted, and rewinds for the next pass. Starting a pass without a
+  // SetEpoch() since the previous pass logs a warning once (on rank 0): the
+  // epoch would repeat the previous order.
+  std::vector<int64_t> NextBatch(int64_t batch_size);
+
+  // Indices()
+  //
+  // All of this rank's indices for the current epoch, in order. Does not
+  // move the position.
+  std::vector<int64_t> Indices() const;
+
+  // Samples per rank per epoch (including padding), and in total.
+  int64_t num_samples() const { return num_samples_; }
+  int64_t total_size() const { return num_samples_ * options_.num_replicas; }
+  int64_t epoch() const { return epoch_; }
+  int64_t position() const { return position_; }
+  int64_t remaining() const { return num_samples_ - position_; }
+
+  // State() / Restore()
+  //
+  // Restore() fails with FailedPrecondition, naming the field, when the
+  // state was saved with a different dataset size, world size, seed,
+  // shuffle or drop_last setting, or its position is out of range.
+  SamplerState State() const;
+  absl::Status Restore(const SamplerState& state);
+
+ private:
+  explicit DistributedSampler(const DistributedSamplerOptions& options);
+  void BuildOrder();
+
+  DistributedSamplerOptions options_;
+  int64_t num_samples_ = 0;
+  int64_t epoch_ = 0;
+  int64_t position_ = 0;
+  // Whether SetEpoch() (or Restore(), or construction) happened since the
+  // last pass started; a pass that starts without it repeats an order.
+  bool epoch_fresh_ = true;
+  std::vector<int64_t> order_;  // this rank's indices for epoch_
+};
+
+}  // namespace syncline::ddp
+
+#endif  // SYNCLINE_DDP_SAMPLER_H_

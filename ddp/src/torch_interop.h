@@ -1,0 +1,61 @@
+// torch_interop.h: the seam between libtorch tensors and the core's plain
+// value types (private to libsyncline_ddp).
+//
+// Maps ScalarType to DataType and a contiguous tensor to a BufferView, and
+// posts the few blocking collectives DDP needs outside the bucket path
+// (parameter/buffer broadcast, small integer allreduces and allgathers).
+// Every function throws std::runtime_error with the core's message on error.
+// Threading: callers post from one thread at a time (see distributed.h).
+#ifndef SYNCLINE_DDP_SRC_TORCH_INTEROP_H_
+#define SYNCLINE_DDP_SRC_TORCH_INTEROP_H_
+
+#include <ATen/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "syncline/communicator.h"
+#include "syncline/types.h"
+
+namespace syncline::ddp::internal {
+
+// The core's DataType for `type`; bool maps to u8 (same size, only copied).
+// Throws for types the core cannot carry (complex, ...).
+DataType ToDataType(c10::ScalarType type);
+
+// A view of the whole contiguous tensor `t` (throws if not contiguous).
+BufferView TensorView(const at::Tensor& t);
+
+// Short description for messages: "f32[16, 8]".
+std::string DescribeTensor(c10::ScalarType type, at::IntArrayRef sizes);
+
+// Broadcasts every tensor in place from `root`: posts all, then waits all.
+// Non-contiguous tensors go through a contiguous copy. `what` names the
+// tensors in errors ("parameters", "buffers").
+void BroadcastTensors(Communicator& comm, const std::vector<at::Tensor>& ts, int root,
+                      absl::Duration timeout, const std::string& what);
+
+// Blocking allreduce of a small int64 vector.
+std::vector<int64_t> AllreduceInt64(Communicator& comm, std::vector<int64_t> values,
+                                    ReduceOp op, absl::Duration timeout,
+                                    const std::string& what);
+
+// Blocking allgather of int64 vectors whose length may differ per rank.
+// Returns one vector per rank, each with its own length.
+std::vector<std::vector<int64_t>> AllgatherInt64(Communicator& comm,
+                                                 const std::vector<int64_t>& v,
+                                                 absl::Duration timeout,
+                                                 const std::string& what);
+
+// Blocking broadcast from `root` of an int64 vector whose length only the
+// root knows; returns the root's vector on every rank.
+std::vector<int64_t> BroadcastInt64(Communicator& comm, std::vector<int64_t> v, int root,
+                                    absl::Duration timeout, const std::string& what);
+
+}  // namespace syncline::ddp::internal
+
+#endif  // SYNCLINE_DDP_SRC_TORCH_INTEROP_H_
