@@ -9,4 +9,5 @@ list(APPEND SYNCLINE_DDP_REDUCER_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/reducer_finalize.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/src/distributed.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/src/grad_scaler.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/pitfall_checks.cc
 )

@@ -59,9 +59,9 @@ const std::vector<EnvOption>& EnvOptions() {
       {"SYNCLINE_WARN", "",
        "Pitfall warnings to silence, by name (oversubscription, no_sync_mismatch, "
        "replica_drift, bucket_cap, verbose_logging), or all."},
-      {"SYNCLINE_CHECK_EVERY", "0",
-       "DDP: every N optimizer steps, compare a parameter checksum across ranks "
-       "and name the first parameter that drifted (0: off)."},
+      {"SYNCLINE_CHECK_EVERY", "1000",
+       "DDP: every N forwards, compare per-parameter checksums across ranks and "
+       "name the first parameter that drifted (one small allgather; 0: off)."},
       {"SYNCLINE_CHECK_NAN", "0",
        "1: the check interposer also scans floating-point inputs for NaN/Inf "
        "before each collective and fails it on every rank, naming the rank, "

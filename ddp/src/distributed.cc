@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pitfall_checks.h"
 #include "reducer.h"
 #include "replica_check.h"
 #include "syncline/log.h"
@@ -46,6 +47,13 @@ DistributedDataParallel::DistributedDataParallel(
     vars.push_back({params[i], names[i], static_cast<int64_t>(i)});
   }
   reducer_ = std::make_unique<internal::Reducer>(std::move(vars), comm_, options_);
+  reducer_->SetNoSyncProbe([this] { return no_sync_.load(); });
+  internal::CheckConstructionPitfalls(*comm_, reducer_->buckets());
+  check_every_ = internal::ReplicaCheckInterval();
+  if (check_every_ > 0) {
+    params_ = std::move(params);
+    param_names_ = std::move(names);
+  }
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;
@@ -82,6 +90,10 @@ void DistributedDataParallel::PrepareForward() {
   if (in_join_) {
     JoinHandshake({/*active=*/1, /*window_end=*/no_sync_ ? 0 : 1,
                    /*grad_sync=*/!no_sync_ && expect_backward ? 1 : 0});
+  }
+  ++forwards_;
+  if (check_every_ > 0 && !in_join_ && forwards_ % check_every_ == 0) {
+    internal::CheckReplicaDrift(*comm_, params_, param_names_, forwards_, options_.timeout);
   }
   reducer_->PrepareForward(/*sync=*/!no_sync_, expect_backward);
   if (options_.broadcast_buffers && !no_sync_) BroadcastBuffers();

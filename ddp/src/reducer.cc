@@ -2,6 +2,8 @@
 // callback. See reducer.h for the threading model.
 #include "reducer.h"
 
+#include "pitfall_checks.h"
+
 #include <ATen/ATen.h>
 #include <c10/util/strides.h>
 #include <torch/csrc/autograd/engine.h>
@@ -183,6 +185,11 @@ void Reducer::SetCommHook(CommHook hook) {
   hook_ = std::move(hook);
 }
 
+void Reducer::SetNoSyncProbe(std::function<bool()> probe) {
+  absl::MutexLock lock(&mu_);
+  no_sync_probe_ = std::move(probe);
+}
+
 void Reducer::Record(ReducerEvent::Kind kind, int64_t index) {
   events_.push_back(ReducerEvent{kind, index});
 }
@@ -202,6 +209,7 @@ void Reducer::OnGradReady(size_t var) {
     callback_queued_ = true;
     torch::autograd::Engine::get_default_engine().queue_callback(
         [this] { FinalizeBackward(); });
+    if (no_sync_probe_) CheckNoSyncMismatch(comm_->rank(), sync_, no_sync_probe_());
     if (sync_ && static_known_) {
       // static_graph: parameters unused in iteration 1 are ready from the
       // start, so their buckets do not wait for the end of backward.

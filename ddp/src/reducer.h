@@ -12,6 +12,7 @@
 #include <ATen/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,9 @@ class Reducer {
   void ShadowBackward();
 
   void SetCommHook(CommHook hook);
+  // Tells whether a NoSyncGuard is alive now; read when a backward starts to
+  // warn when it disagrees with the forward (no_sync_mismatch pitfall).
+  void SetNoSyncProbe(std::function<bool()> probe);
   std::vector<BucketInfo> buckets() const;
   std::vector<ReducerEvent> events() const;
   bool rebuilt() const;
@@ -101,6 +105,7 @@ class Reducer {
 
   mutable absl::Mutex mu_;
   CommHook hook_ ABSL_GUARDED_BY(mu_);
+  std::function<bool()> no_sync_probe_ ABSL_GUARDED_BY(mu_);
   std::vector<Bucket> buckets_ ABSL_GUARDED_BY(mu_);
   std::vector<size_t> var_bucket_ ABSL_GUARDED_BY(mu_);  // var -> bucket
   std::vector<size_t> var_slot_ ABSL_GUARDED_BY(mu_);    // var -> slot in it

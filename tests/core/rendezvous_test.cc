@@ -100,9 +100,15 @@ void Meet(absl::Duration timeout) {
     if (connected.ok()) store = *connected;
   }
   if (store) {
-    // Rank 0 may host the store: leave together so nobody loses it early.
+    // Rank 0 may host the store: it leaves last, once everyone is done with it.
     (void)store->Add("left", 1);
-    while (*store->Add("left", 0) < info->world_size) absl::SleepFor(absl::Milliseconds(2));
+    if (info->rank == 0) {
+      while (true) {
+        auto left = store->Add("left", 0);
+        if (!left.ok() || *left >= info->world_size) break;
+        absl::SleepFor(absl::Milliseconds(2));
+      }
+    }
   }
   std::fprintf(stderr, "RESULT: %s\n", status.ToString().c_str());
   std::fflush(stderr);

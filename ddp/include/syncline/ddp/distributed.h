@@ -59,6 +59,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -298,8 +299,15 @@ class DistributedDataParallel {
   std::shared_ptr<syncline::Communicator> comm_;
   DdpOptions options_;
   std::unique_ptr<internal::Reducer> reducer_;
-  bool no_sync_ = false;  // a NoSyncGuard is alive
+  // A NoSyncGuard is alive. Atomic: the autograd thread reads it when a
+  // backward starts (the no_sync_mismatch pitfall check).
+  std::atomic<bool> no_sync_{false};
   bool in_join_ = false;  // a JoinGuard is alive
+  // The replica_drift pitfall check (SYNCLINE_CHECK_EVERY).
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> param_names_;
+  int64_t forwards_ = 0;
+  int64_t check_every_ = 0;
 };
 
 // ThrowIfError()
