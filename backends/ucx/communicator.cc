@@ -1,11 +1,14 @@
 #include "backends/ucx/communicator.h"
 
+#include "backends/common/socket_iface.h"
+
 #include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstdlib>
 #include <cstdio>
 #include <utility>
 
@@ -92,7 +95,20 @@ sl_result_t Communicator::Bootstrap(const sl_comm_config_t& config, std::string*
                           ? std::chrono::milliseconds(config.timeout_ms)
                           : std::chrono::duration_cast<std::chrono::milliseconds>(
                                 kDefaultBootstrapTimeout));
-  ucs_status_t status = context_.Init();
+  // SYNCLINE_SOCKET_IFNAME selects UCX's network devices too (unless
+  // UCX_NET_DEVICES says otherwise), by the same rules as the TCP backends:
+  // in a multi-host job, a loopback choice is an error, not a silent bind.
+  std::string net_devices;
+  const char* ifname = std::getenv("SYNCLINE_SOCKET_IFNAME");
+  const char* ucx_devices = std::getenv("UCX_NET_DEVICES");
+  if (ifname != nullptr && *ifname != '\0' && (ucx_devices == nullptr || *ucx_devices == '\0')) {
+    backend::SocketChoice choice;
+    if (!backend::ChooseSocketAddressFromEnv(nullptr, config.size, &choice, error)) {
+      return SL_ERR_INVALID_ARGUMENT;
+    }
+    net_devices = choice.iface;
+  }
+  ucs_status_t status = context_.Init(net_devices);
   if (status != UCS_OK) {
     *error = std::string("ucp_init failed: ") + ucs_status_string(status) +
              " (check UCX_TLS, UCX_NET_DEVICES and other UCX_* variables)";

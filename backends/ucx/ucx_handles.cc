@@ -8,10 +8,17 @@ UcpContext::~UcpContext() {
   if (context_ != nullptr) ucp_cleanup(context_);
 }
 
-ucs_status_t UcpContext::Init() {
+ucs_status_t UcpContext::Init(const std::string& net_devices) {
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) return status;
+  if (!net_devices.empty()) {
+    status = ucp_config_modify(config, "NET_DEVICES", net_devices.c_str());
+    if (status != UCS_OK) {
+      ucp_config_release(config);
+      return status;
+    }
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;

@@ -25,7 +25,8 @@ class UcpContext {
   UcpContext(const UcpContext&) = delete;
   UcpContext& operator=(const UcpContext&) = delete;
   // Tag matching plus wakeup (the worker's event fd). Returns the UCX error.
-  ucs_status_t Init();
+  // `net_devices`: when non-empty, overrides UCX_NET_DEVICES.
+  ucs_status_t Init(const std::string& net_devices = "");
   ucp_context_h get() const { return context_; }
 
  private:

@@ -1,0 +1,65 @@
+// reporter.h: Google Benchmark results as an nccl-tests table.
+//
+// The collective benchmark registers one Google Benchmark case per (backend,
+// op, dtype, size) with fixed iterations and repetitions, and sets counters
+// per repetition: time_us (the slowest rank's mean op time), algbw, busbw and
+// wrong (the wrong elements of that repetition, summed over ranks). This
+// reporter turns the aggregates into nccl-tests' rows: the median over the
+// repetitions of time_us, algbw and busbw, and #wrong summed over all
+// repetitions. It prints a section header whenever the backend, rank count,
+// op or dtype changes, and keeps the rows for the JSON file.
+//
+// Thread safety: Google Benchmark calls it from the thread that runs the
+// benchmarks; rows() is read after RunSpecifiedBenchmarks() returns.
+#ifndef SYNCLINE_BENCH_COLLECTIVES_REPORTER_H_
+#define SYNCLINE_BENCH_COLLECTIVES_REPORTER_H_
+
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/collectives/data.h"
+#include "bench/common/bench_common.h"
+#include "syncline/types.h"
+
+namespace syncline::bench {
+
+// What one registered benchmark measures; keyed by its registered name.
+struct CaseInfo {
+  std::string system;  // "syncline-gloo"
+  Op op = Op::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp redop = ReduceOp::kSum;
+  int ranks = 1;
+  OpLayout layout;
+};
+
+class NcclTableReporter : public benchmark::BenchmarkReporter {
+ public:
+  // `banner` is printed once before the first table (machine, date, ...).
+  NcclTableReporter(std::map<std::string, CaseInfo> cases, std::string banner);
+
+  bool ReportContext(const Context& context) override;
+  void ReportRuns(const std::vector<Run>& runs) override;
+
+  const std::vector<Row>& rows() const { return rows_; }
+
+ private:
+  std::map<std::string, CaseInfo> cases_;
+  std::string banner_;
+  std::string section_;  // the (system, ranks, op, dtype) of the last row
+  std::vector<Row> rows_;
+};
+
+// Prints nothing: the reporter of every rank but rank 0.
+class SilentReporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+}  // namespace syncline::bench
+
+#endif  // SYNCLINE_BENCH_COLLECTIVES_REPORTER_H_

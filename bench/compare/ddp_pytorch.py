@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""PyTorch's own DDP on the DDP step benchmark's model: the reference for
+bench/ddp_step (syncline-bench-ddp-step).
+
+Model: an MLP of three 2048x2048 linear layers with ReLU between them (four
+layers of width 2048 counting the input; 12.6M parameters, 48 MiB of f32
+gradients), per-rank batch 32, MSE loss, SGD (lr 0.01), one intra-op thread
+per rank, the BLAS that torch links (OpenBLAS after scripts/setup.sh).
+Three measurements, each the median step time (for 2 processes, the slower
+rank's median):
+  single  one process, no DDP
+  nocomm  2 processes training at once without communication (the cost of
+          sharing the cores)
+  ddp     2 processes with torch.nn.parallel.DistributedDataParallel over the
+          gloo backend (default buckets, 25 MiB), on 127.0.0.1
+It prints them and the ratios ddp/single (the figure of merit), nocomm/single
+and ddp/nocomm. Ranks are this script re-executed (subprocess: fork+exec).
+
+Usage: ddp_pytorch.py [--steps 20] [--warmup 3] [--json FILE]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+WIDTH = 2048
+BATCH = 32
+
+
+def step_times(role, rank, world, store, steps, warmup):
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(),
+        torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(),
+        torch.nn.Linear(WIDTH, WIDTH))
+    if role == "ddp":
+        dist.init_process_group("gloo", init_method="file://" + store,
+                                rank=rank, world_size=world)
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(1 + rank)
+    x = torch.randn(BATCH, WIDTH, generator=gen)
+    y = torch.randn(BATCH, WIDTH, generator=gen)
+    times = []
+    for i in range(warmup + steps):
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        elapsed = time.perf_counter() - start
+        if i >= warmup:
+            times.append(elapsed)
+    if role == "ddp":
+        dist.destroy_process_group()
+    return statistics.median(times) * 1e3
+
+
+def run_pair(role, args):
+    """Runs 2 ranks of `role`; returns the slower rank's median step (ms)."""
+    fd, store = tempfile.mkstemp(prefix="syncline-ddp-pytorch-")
+    os.close(fd)
+    os.unlink(store)
+    outs, procs = [], []
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    for r in range(2):
+        out = store + ".rank%d" % r
+        outs.append(out)
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--role", role,
+             "--rank", str(r), "--store", store, "--out", out,
+             "--steps", str(args.steps), "--warmup", str(args.warmup)], env=env))
+    codes = [p.wait(timeout=600) for p in procs]
+    if any(codes):
+        raise SystemExit("ddp_pytorch: a %s rank failed (%s)" % (role, codes))
+    values = []
+    for out in outs:
+        with open(out) as f:
+            values.append(float(f.read()))
+        os.unlink(out)
+    if os.path.exists(store):
+        os.unlink(store)
+    return max(values)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--json", default="")
+    p.add_argument("--role", default="", help=argparse.SUPPRESS)
+    p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--store", default="", help=argparse.SUPPRESS)
+    p.add_argument("--out", default="", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.role:
+        ms = step_times(args.role, args.rank, 2, args.store, args.steps, args.warmup)
+        with open(args.out, "w") as f:
+            f.write("%.6f" % ms)
+        return 0
+
+    import torch
+    single = step_times("single", 0, 1, "", args.steps, args.warmup)
+    nocomm = run_pair("nocomm", args)
+    ddp = run_pair("ddp", args)
+    print("ddp_pytorch: MLP 3x%dx%d (12.6M params), batch %d/rank, SGD, "
+          "1 thread/rank, torch %s, gloo, 2 ranks" % (WIDTH, WIDTH, BATCH, torch.__version__))
+    print("%-38s %10.2f ms" % ("single process, no DDP", single))
+    print("%-38s %10.2f ms" % ("2 processes, no communication", nocomm))
+    print("%-38s %10.2f ms" % ("2 processes, DDP", ddp))
+    print("%-38s %10.3f" % ("ratio DDP / single", ddp / single))
+    print("%-38s %10.3f" % ("ratio no-comm / single (shared cores)", nocomm / single))
+    print("%-38s %10.3f" % ("ratio DDP / no-comm (communication)", ddp / nocomm))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"system": "pytorch-ddp", "torch": torch.__version__,
+                       "single_ms": single, "nocomm_ms": nocomm, "ddp_ms": ddp,
+                       "ratio": ddp / single}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
