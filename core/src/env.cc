@@ -74,7 +74,8 @@ const std::vector<EnvOption>& EnvOptions() {
        "Faults the faults interposer injects, ';'-separated: "
        "delay:rank=1,op=5,ms=2000, kill:rank=2,op=7, close:rank=0,op=3, "
        "fail_init:rank=1. op is the sequence number, rank may be *, and "
-       "comm=ID limits a fault to one communicator."},
+       "comm=ID limits a fault to one communicator; restart=N to generation N "
+       "of syncline-run --max-restarts."},
   };
   return kOptions;
 }

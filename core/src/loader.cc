@@ -3,6 +3,8 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <map>
@@ -50,7 +52,9 @@ std::string CoreFolder() {
       info.dli_fname == nullptr) {
     return "";
   }
-  std::string path = info.dli_fname;
+  // Canonical, so messages show /opt/x/lib rather than /opt/x/bin/../lib.
+  char resolved[PATH_MAX];
+  std::string path = ::realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }

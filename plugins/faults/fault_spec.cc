@@ -9,7 +9,7 @@ namespace {
 
 constexpr char kSyntax[] =
     "expected e.g. delay:rank=1,op=5,ms=2000;kill:rank=2,op=7;close:rank=0,op=3;"
-    "fail_init:rank=1 (rank may be *, and any fault may add comm=ID)";
+    "fail_init:rank=1 (rank may be *, and any fault may add comm=ID and restart=N)";
 
 std::string Trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t");
@@ -82,8 +82,10 @@ bool ParseEntry(const std::string& entry, Fault* fault, std::string* why) {
         has_ms = true;
       } else if (key == "comm") {
         fault->comm = v;
+      } else if (key == "restart") {
+        fault->restart = v;
       } else {
-        *why = "unknown key '" + key + "' (known: rank, op, ms, comm)";
+        *why = "unknown key '" + key + "' (known: rank, op, ms, comm, restart)";
         return false;
       }
     }
@@ -118,6 +120,11 @@ bool ParseFaults(const std::string& spec, std::vector<Fault>* faults,
 }
 
 bool Applies(const Fault& fault, int rank, uint64_t comm_id) {
+  if (fault.restart >= 0) {
+    const char* env = std::getenv("SYNCLINE_RESTART_COUNT");
+    const int64_t generation = env != nullptr ? std::atoll(env) : 0;
+    if (generation != fault.restart) return false;
+  }
   return (fault.rank < 0 || fault.rank == rank) &&
          (fault.comm < 0 || static_cast<uint64_t>(fault.comm) == comm_id);
 }

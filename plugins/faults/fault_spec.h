@@ -36,6 +36,9 @@ struct Fault {
   uint64_t op = 0;    // sequence number; unused by fail_init
   int64_t ms = 0;     // delay only
   int64_t comm = -1;  // -1: every communicator
+  // -1: every generation; else only when SYNCLINE_RESTART_COUNT equals it
+  // (so a fault can fire once and let syncline-run's restart succeed).
+  int64_t restart = -1;
   std::string text;   // the entry as written, for messages
 };
 

@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/multiprocess.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scratch_dir.h"
 #include "syncline/tcp_store.h"
@@ -290,6 +291,40 @@ TEST(TrainerE2E, ReadmeCommandReachesNinetyFivePercent) {
   ASSERT_TRUE(std::regex_search(result.output, m, acc)) << result.output;
   EXPECT_GE(std::stod(m[1]), 95.0) << result.output;
   EXPECT_LT(result.seconds, 90) << result.output;
+}
+
+// The torchrun semantics end to end: a rank killed once in the middle of an
+// epoch (by the faults interposer, in generation 0 only), syncline-run
+// --max-restarts restarting every worker, and the trainer resuming from its
+// latest mid-epoch checkpoint end with exactly the parameters of a run that
+// was never interrupted.
+TEST(TrainerE2E, RankKilledMidEpochRestartsAndEqualsUninterruptedBitwise) {
+  const std::string launcher = BuildBinDir() + "/syncline-run";
+  if (::access(launcher.c_str(), X_OK) != 0) GTEST_SKIP() << launcher << " is not built";
+  const std::string dir = TempDir();
+  auto run = [&](const std::string& env, const std::string& name, int restarts) {
+    return syncline::testing::RunCommand(
+        absl::StrCat(env, " ", launcher, " -n 2 --max-restarts ", restarts, " -- ",
+                     Trainer(), " --epochs=3 --checkpoint-every=5 --resume"
+                     " --checkpoint-dir=", dir, "/", name, " --save-params=", dir, "/",
+                     name, ".bin 2>&1"),
+        absl::Seconds(240));
+  };
+  const auto plain = run("", "plain", 0);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  // About 22 steps of at least one collective each per epoch: op 60 falls in
+  // the middle of a later epoch, after several mid-epoch checkpoints.
+  const auto killed = run(
+      "SYNCLINE_PLUGINS=faults SYNCLINE_FAULT='kill:rank=1,op=60,restart=0'", "killed", 1);
+  ASSERT_EQ(killed.exit_code, 0) << killed.output;
+  EXPECT_THAT(killed.output, ::testing::HasSubstr("killed by SIGKILL"));
+  EXPECT_THAT(killed.output, ::testing::HasSubstr("resumed from"));
+  const auto a = ReadParams(dir + "/plain.bin");
+  const auto b = ReadParams(dir + "/killed.bin");
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+      << "max difference " << MaxAbsDiff(a, b);
 }
 
 }  // namespace
