@@ -2,6 +2,10 @@
 // collectives for the DDP layer.
 #include "torch_interop.h"
 
+#if SYNCLINE_DDP_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -61,9 +65,12 @@ BufferView TensorView(const at::Tensor& t) {
   view.count = static_cast<size_t>(t.numel());
   view.dtype = ToDataType(t.scalar_type());
   if (t.is_cuda()) {
-    // TODO(ddp): pass the current CUDA stream once the CUDA build is wired;
-    // nullptr means the default stream.
     view.device = Device::Cuda(t.device().index());
+#if SYNCLINE_DDP_WITH_CUDA
+    // Ordered after the work libtorch queued on the current stream; the
+    // backend makes its own stream wait on it (plugin_abi.h, sl_buffer_t).
+    view.stream = c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+#endif
   }
   return view;
 }
