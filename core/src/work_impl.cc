@@ -20,10 +20,14 @@ absl::Status PluginWork::Finish(sl_result_t result, const sl_error_t& err) {
     final_ = absl::OkStatus();
   } else {
     std::string message = absl::StrCat(context_, " failed: ", err.message);
-    if (result == SL_ERR_TIMEOUT && recorder_) {
-      // The op itself ran out of time: say who is where, and keep a record.
-      std::string report = recorder_->DesyncReport(seq_, absl::Milliseconds(1200));
-      if (!report.empty()) absl::StrAppend(&message, "\n  ", report);
+    const bool fatal = result != SL_ERR_INVALID_ARGUMENT && result != SL_ERR_UNSUPPORTED;
+    if (fatal && recorder_) {
+      if (result == SL_ERR_TIMEOUT) {
+        // The op itself ran out of time: say who is where.
+        std::string report = recorder_->DesyncReport(seq_, absl::Milliseconds(1200));
+        if (!report.empty()) absl::StrAppend(&message, "\n  ", report);
+      }
+      // A timeout, a dead peer, an abort or a desync: keep a record.
       std::string path = recorder_->Dump();
       if (!path.empty()) absl::StrAppend(&message, "\n  flight recorder: ", path);
     }

@@ -115,5 +115,28 @@ TEST(FlightRecorder, TimeoutReportNamesTheRankThatNeverJoined) {
   }
 }
 
+TEST(FlightRecorder, DumpedWhenAPeerDies) {
+  RunOptions options{.timeout = absl::Seconds(60)};
+  options.env = {{"SYNCLINE_BACKEND", "gloo"}, {"SYNCLINE_TIMEOUT", "10"},
+                 {"SYNCLINE_DEBUG_DIR", "/tmp"}};
+  auto results = RunRanks(2, [](int rank, int) {
+    auto comm = Communicator::Create({});
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    std::vector<int32_t> x(64, rank);
+    ASSERT_TRUE((*(*comm)->Allreduce(View(x)))->Wait().ok());
+    if (rank == 1) ::raise(SIGKILL);
+    absl::SleepFor(absl::Milliseconds(200));
+    absl::Status st = (*(*comm)->Allreduce(View(x)))->Wait();
+    std::fprintf(stderr, "RESULT: %s\n", st.ToString().c_str());
+    std::fflush(stderr);
+    ::_exit(st.ok() ? 0 : 3);
+  }, options);
+  EXPECT_EQ(results[1].signal, SIGKILL);
+  EXPECT_EQ(results[0].exit_code, 3) << results[0].output;
+  EXPECT_THAT(results[0].output, HasSubstr("allreduce #2"));
+  EXPECT_THAT(results[0].output, HasSubstr("flight recorder: /tmp/syncline-flight-rank0"));
+  EXPECT_LT(results[0].seconds, 8.0) << "a dead peer is not a timeout";
+}
+
 }  // namespace
 }  // namespace syncline

@@ -37,6 +37,9 @@
 #include "syncline/types.h"
 #include "syncline/work.h"
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline {
 
 class Backend;  // core-internal: a loaded (and possibly wrapped) plugin table
@@ -183,5 +186,7 @@ class Communicator {
 };
 
 }  // namespace syncline
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_COMMUNICATOR_H_

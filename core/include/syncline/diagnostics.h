@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline {
 
 struct BackendProbe {
@@ -30,5 +33,7 @@ std::vector<BackendProbe> ProbeBackends();
 std::vector<std::string> PluginSearchPaths();
 
 }  // namespace syncline
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_DIAGNOSTICS_H_

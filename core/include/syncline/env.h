@@ -17,6 +17,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline {
 
 struct EnvOption {
@@ -41,5 +44,7 @@ absl::StatusOr<absl::Duration> EnvSeconds(absl::string_view name);
 std::string FormatEnvTable(bool markdown);
 
 }  // namespace syncline
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_ENV_H_

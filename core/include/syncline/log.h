@@ -17,6 +17,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline {
 
 enum class LogLevel : int { kTrace, kDebug, kInfo, kWarn, kError, kOff };
@@ -48,5 +51,7 @@ void LogWarnOnce(absl::string_view key, absl::string_view message);
       ::syncline::LogMessage(SL_LOG_LEVEL_##level,                      \
                              ::absl::StrFormat(__VA_ARGS__));           \
   } while (0)
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_LOG_H_

@@ -23,6 +23,9 @@
 
 #include <string>
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline {
 
 enum class Pitfall {
@@ -53,5 +56,7 @@ bool CheckThreadOversubscription(int rank, int threads_per_rank, int local_ranks
 void CheckStartupPitfalls(int rank, int world_size, int local_world_size);
 
 }  // namespace syncline
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_PITFALLS_H_

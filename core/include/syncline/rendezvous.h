@@ -23,6 +23,9 @@
 #include "absl/time/time.h"
 #include "syncline/store.h"
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline {
 
 struct RendezvousInfo {
@@ -59,5 +62,7 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
     const RendezvousInfo& info, absl::Duration timeout);
 
 }  // namespace syncline
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_RENDEZVOUS_H_

@@ -46,9 +46,14 @@
                                                    #cond, (msg));       \
   } while (0)
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline::internal {
 [[noreturn]] void CheckFailed(const char* file, int line, const char* cond,
                               const char* msg);
 }  // namespace syncline::internal
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_STATUS_H_

@@ -29,6 +29,9 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline {
 
 class Store {
@@ -78,5 +81,7 @@ std::shared_ptr<Store> MakePrefixStore(std::string prefix,
                                        std::shared_ptr<Store> base);
 
 }  // namespace syncline
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_STORE_H_

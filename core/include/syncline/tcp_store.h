@@ -27,6 +27,9 @@
 #include "absl/time/time.h"
 #include "syncline/store.h"
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline {
 
 // Protocol limits. Frames larger than these are refused and the connection
@@ -81,5 +84,7 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectTcpStore(
     const TcpStoreClientOptions& options);
 
 }  // namespace syncline
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_TCP_STORE_H_

@@ -18,6 +18,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline {
 
 // Element types every backend understands (capabilities may narrow them).
@@ -122,5 +125,7 @@ inline BufferView View(void* data, size_t count, DataType dtype,
 }
 
 }  // namespace syncline
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_TYPES_H_

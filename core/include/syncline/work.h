@@ -30,6 +30,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline {
 
 class Work {
@@ -53,5 +56,7 @@ class Work {
 };
 
 }  // namespace syncline
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_WORK_H_

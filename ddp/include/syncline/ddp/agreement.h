@@ -33,6 +33,9 @@
 #include "absl/time/time.h"
 #include "syncline/communicator.h"
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline::ddp {
 
 // AllgatherBytes()
@@ -60,5 +63,7 @@ absl::Status AgreeOnStatus(Communicator* comm, const absl::Status& local,
                            absl::Duration timeout);
 
 }  // namespace syncline::ddp
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_DDP_AGREEMENT_H_

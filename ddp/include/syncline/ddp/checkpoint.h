@@ -60,6 +60,9 @@ class InputArchive;
 class OutputArchive;
 }  // namespace torch::serialize
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline::ddp {
 
 class GradScaler;  // grad_scaler.h
@@ -169,5 +172,7 @@ std::string ModelSignature(const torch::nn::Module& model);
 absl::Status VerifyCheckpointFile(const std::string& data_path);
 
 }  // namespace syncline::ddp
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_DDP_CHECKPOINT_H_

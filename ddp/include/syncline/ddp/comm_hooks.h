@@ -45,6 +45,9 @@
 #include "syncline/communicator.h"
 #include "syncline/work.h"
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline::ddp {
 
 struct ReductionOptions;  // distributed.h
@@ -149,5 +152,7 @@ CommHook Fp16CompressHook();
 CommHook Bf16CompressHook();
 
 }  // namespace syncline::ddp
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_DDP_COMM_HOOKS_H_

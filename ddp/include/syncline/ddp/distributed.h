@@ -73,6 +73,9 @@ namespace torch::nn {
 class Module;
 }  // namespace torch::nn
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline::ddp {
 
 namespace internal {
@@ -322,5 +325,7 @@ T ThrowIfError(absl::StatusOr<T> value, const std::string& what) {
 }
 
 }  // namespace syncline::ddp
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_DDP_DISTRIBUTED_H_

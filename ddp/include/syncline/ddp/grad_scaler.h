@@ -43,6 +43,9 @@ class InputArchive;
 class OutputArchive;
 }  // namespace torch::serialize
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline::ddp {
 
 struct GradScalerOptions {
@@ -123,5 +126,7 @@ class GradScaler {
 };
 
 }  // namespace syncline::ddp
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_DDP_GRAD_SCALER_H_

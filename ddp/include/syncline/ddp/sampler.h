@@ -34,6 +34,9 @@
 
 #include "absl/status/statusor.h"
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline::ddp {
 
 // DistributedSamplerOptions
@@ -128,5 +131,7 @@ class DistributedSampler {
 };
 
 }  // namespace syncline::ddp
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_DDP_SAMPLER_H_

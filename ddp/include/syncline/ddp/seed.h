@@ -28,6 +28,9 @@
 #include <cstdint>
 #include <vector>
 
+// The libraries are built with hidden visibility; this header is the API.
+#pragma GCC visibility push(default)
+
 namespace syncline::ddp {
 
 // SplitMix64()
@@ -82,5 +85,7 @@ class Rng {
 };
 
 }  // namespace syncline::ddp
+
+#pragma GCC visibility pop
 
 #endif  // SYNCLINE_DDP_SEED_H_
