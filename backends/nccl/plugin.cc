@@ -21,7 +21,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "backends/common/error.h"
+#include "backends/common/plugin_table.h"
 #include "backends/nccl/communicator.h"
 #include "backends/nccl/ops.h"
 #include "backends/nccl/work.h"
@@ -30,82 +30,12 @@
 namespace syncline::nccl_backend {
 namespace {
 
-using backend::SlGuard;
-using backend::SlGuardVoid;
-using backend::SlSetError;
-
-Communicator* Unwrap(sl_comm_t* comm) { return reinterpret_cast<Communicator*>(comm); }
-
-sl_result_t CommCreate(const sl_comm_config_t* config, sl_comm_t** comm,
-                       sl_error_t* err) {
-  return SlGuard(err, "nccl comm_create", [&] {
-    if (config == nullptr || comm == nullptr) {
-      return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
-                        "nccl comm_create: null config or output pointer");
-    }
-    std::unique_ptr<Communicator> created;
-    const sl_result_t rc = Communicator::Create(*config, &created, err);
-    if (rc == SL_OK) {
-      *comm = reinterpret_cast<sl_comm_t*>(created.release());
-      backend::SlClearError(err);
-    }
-    return rc;
-  });
-}
-
-void CommDestroy(sl_comm_t* comm) {
-  SlGuardVoid("nccl comm_destroy", [&] { delete Unwrap(comm); });
-}
-
-sl_result_t CommAbort(sl_comm_t* comm, sl_error_t* err) {
-  return SlGuard(err, "nccl comm_abort", [&] {
-    if (comm == nullptr) {
-      return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
-                        "nccl comm_abort: null communicator");
-    }
-    Unwrap(comm)->Abort();
-    backend::SlClearError(err);
-    return SL_OK;
-  });
-}
-
-sl_result_t Post(sl_comm_t* comm, const sl_op_t* op, sl_request_t** request,
-                 sl_error_t* err) {
-  return SlGuard(err, "nccl post", [&] {
-    if (comm == nullptr || op == nullptr || request == nullptr) {
-      return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
-                        "nccl post: null communicator, op or output pointer");
-    }
-    std::shared_ptr<Request> posted;
-    const sl_result_t rc = Unwrap(comm)->Post(*op, &posted, err);
-    if (rc == SL_OK) *request = new sl_request{std::move(posted)};
-    return rc;
-  });
-}
-
-sl_result_t RequestTest(sl_request_t* request, int* done, sl_error_t* err) {
-  return SlGuard(err, "nccl request_test", [&] {
-    if (request == nullptr || done == nullptr) {
-      return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
-                        "nccl request_test: null request or output pointer");
-    }
-    return request->request->Test(done, err);
-  });
-}
-
-sl_result_t RequestWait(sl_request_t* request, int64_t timeout_ms, sl_error_t* err) {
-  return SlGuard(err, "nccl request_wait", [&] {
-    if (request == nullptr) {
-      return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "nccl request_wait: null request");
-    }
-    return request->request->Wait(timeout_ms, err);
-  });
-}
-
-void RequestFree(sl_request_t* request) {
-  // The communicator's pending list keeps a running op's request alive.
-  SlGuardVoid("nccl request_free", [&] { delete request; });
-}
+// The adapter entries are backends/common/plugin_table.h's, over these classes.
+struct Traits {
+  using Communicator = syncline::nccl_backend::Communicator;
+  using Handle = sl_request;  // defined in work.h
+  static constexpr char kName[] = "nccl";
+};
 
 // "syncline-nccl 0.1 (NCCL 2.28.9, CUDA runtime 13.0)": the versions loaded
 // at run time, which the core compares across ranks. Neither call needs a GPU.
@@ -122,10 +52,7 @@ const char* VersionString() {
 }
 
 sl_backend_v1_t MakeTable() {
-  sl_backend_v1_t table{};
-  table.abi_version = SL_ABI_VERSION;
-  table.struct_size = sizeof(sl_backend_v1_t);
-  table.name = "nccl";
+  sl_backend_v1_t table = backend::MakeBackendTable<Traits>();
   table.version = VersionString();
   table.caps.device_mask = 1u << SL_DEVICE_CUDA;
   table.caps.op_mask = (1u << SL_OP_KIND_COUNT) - 1;
@@ -133,14 +60,6 @@ sl_backend_v1_t MakeTable() {
   for (int op = 0; op < SL_REDOP_COUNT; ++op) {
     table.caps.reduce_dtype_mask[op] = SupportedDtypeMask();
   }
-  table.comm_create = CommCreate;
-  table.comm_destroy = CommDestroy;
-  table.comm_abort = CommAbort;
-  table.comm_split = nullptr;  // the core splits with comm_create
-  table.post = Post;
-  table.request_test = RequestTest;
-  table.request_wait = RequestWait;
-  table.request_free = RequestFree;
   return table;
 }
 

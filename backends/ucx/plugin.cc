@@ -11,7 +11,7 @@
 // communicator owns its worker (see communicator.h).
 #include <memory>
 
-#include "backends/common/error.h"
+#include "backends/common/plugin_table.h"
 #include "backends/ucx/communicator.h"
 #include "backends/ucx/work.h"
 #include "syncline/plugin_abi.h"
@@ -19,90 +19,18 @@
 namespace syncline::ucx_backend {
 namespace {
 
-using backend::SlGuard;
-using backend::SlGuardVoid;
-using backend::SlSetError;
-
-Communicator* Unwrap(sl_comm_t* comm) { return reinterpret_cast<Communicator*>(comm); }
-
-sl_result_t CommCreate(const sl_comm_config_t* config, sl_comm_t** comm,
-                       sl_error_t* err) {
-  return SlGuard(err, "ucx comm_create", [&] {
-    if (config == nullptr || comm == nullptr) {
-      return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
-                        "ucx comm_create: null config or output pointer");
-    }
-    std::unique_ptr<Communicator> created;
-    const sl_result_t rc = Communicator::Create(*config, &created, err);
-    if (rc == SL_OK) {
-      *comm = reinterpret_cast<sl_comm_t*>(created.release());
-      backend::SlClearError(err);
-    }
-    return rc;
-  });
-}
-
-void CommDestroy(sl_comm_t* comm) {
-  SlGuardVoid("ucx comm_destroy", [&] { delete Unwrap(comm); });
-}
-
-sl_result_t CommAbort(sl_comm_t* comm, sl_error_t* err) {
-  return SlGuard(err, "ucx comm_abort", [&] {
-    if (comm == nullptr) {
-      return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "ucx comm_abort: null communicator");
-    }
-    Unwrap(comm)->Abort();
-    backend::SlClearError(err);
-    return SL_OK;
-  });
-}
-
-sl_result_t Post(sl_comm_t* comm, const sl_op_t* op, sl_request_t** request,
-                 sl_error_t* err) {
-  return SlGuard(err, "ucx post", [&] {
-    if (comm == nullptr || op == nullptr || request == nullptr) {
-      return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
-                        "ucx post: null communicator, op or output pointer");
-    }
-    std::shared_ptr<Request> posted;
-    const sl_result_t rc = Unwrap(comm)->Post(*op, &posted, err);
-    if (rc == SL_OK) *request = new sl_request{std::move(posted)};
-    return rc;
-  });
-}
-
-sl_result_t RequestTest(sl_request_t* request, int* done, sl_error_t* err) {
-  return SlGuard(err, "ucx request_test", [&] {
-    if (request == nullptr || done == nullptr) {
-      return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
-                        "ucx request_test: null request or output pointer");
-    }
-    return request->request->Test(done, err);
-  });
-}
-
-sl_result_t RequestWait(sl_request_t* request, int64_t timeout_ms, sl_error_t* err) {
-  return SlGuard(err, "ucx request_wait", [&] {
-    if (request == nullptr) {
-      return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "ucx request_wait: null request");
-    }
-    return request->request->Wait(timeout_ms, err);
-  });
-}
-
-void RequestFree(sl_request_t* request) {
-  // The communicator's Operation holds its own reference to a running op.
-  SlGuardVoid("ucx request_free", [&] { delete request; });
-}
+// The adapter entries are backends/common/plugin_table.h's, over these classes.
+struct Traits {
+  using Communicator = syncline::ucx_backend::Communicator;
+  using Handle = sl_request;  // defined in work.h
+  static constexpr char kName[] = "ucx";
+};
 
 #define SL_STR_INNER(x) #x
 #define SL_STR(x) SL_STR_INNER(x)
 
 sl_backend_v1_t MakeTable() {
-  sl_backend_v1_t table{};
-  table.abi_version = SL_ABI_VERSION;
-  table.struct_size = sizeof(sl_backend_v1_t);
-  table.name = "ucx";
+  sl_backend_v1_t table = backend::MakeBackendTable<Traits>();
   table.version = "syncline-ucx 0.1 (built against UCX " SL_STR(UCP_API_MAJOR) "." SL_STR(
       UCP_API_MINOR) ", UCP tag API)";
   const uint32_t all_dtypes = (1u << SL_DTYPE_COUNT) - 1;
@@ -110,14 +38,6 @@ sl_backend_v1_t MakeTable() {
   table.caps.op_mask = (1u << SL_OP_KIND_COUNT) - 1;
   table.caps.dtype_mask = all_dtypes;
   for (int op = 0; op < SL_REDOP_COUNT; ++op) table.caps.reduce_dtype_mask[op] = all_dtypes;
-  table.comm_create = CommCreate;
-  table.comm_destroy = CommDestroy;
-  table.comm_abort = CommAbort;
-  table.comm_split = nullptr;
-  table.post = Post;
-  table.request_test = RequestTest;
-  table.request_wait = RequestWait;
-  table.request_free = RequestFree;
   return table;
 }
 

@@ -1,0 +1,158 @@
+// plugin_table.h: the C function table of a backend, generated from its C++
+// classes, so that every backend's ABI adapter is one piece of code.
+//
+// Each entry unwraps the opaque handle, runs the backend's C++ method under
+// SlGuard (no exception crosses the ABI) and returns the result code. A
+// backend provides, in its namespace:
+//
+//   class Communicator {
+//     static sl_result_t Create(const sl_comm_config_t&,
+//                               std::unique_ptr<Communicator>*, sl_error_t*);
+//     void Abort();                       // any thread, idempotent
+//     sl_result_t Post(const sl_op_t&, std::shared_ptr<Request>*, sl_error_t*);
+//   };
+//   class Request {
+//     sl_result_t Test(int* done, sl_error_t*) const;
+//     sl_result_t Wait(int64_t timeout_ms, sl_error_t*) const;
+//   };
+//
+// and, in the global namespace, `struct sl_request { std::shared_ptr<Request>
+// request; };`. Freeing a request drops only the caller's reference: the
+// backend keeps its own while the op runs.
+//
+// Example (plugin.cc):
+//   struct GlooTraits {
+//     using Communicator = syncline::gloo_backend::Communicator;
+//     using Handle = sl_request;  // complete here (work.h)
+//     static constexpr char kName[] = "gloo";
+//   };
+//   sl_backend_v1_t table = backend::MakeBackendTable<GlooTraits>();
+//   table.version = ...; table.caps = ...;
+#ifndef SYNCLINE_BACKENDS_COMMON_PLUGIN_TABLE_H_
+#define SYNCLINE_BACKENDS_COMMON_PLUGIN_TABLE_H_
+
+#include <memory>
+#include <string>
+
+#include "backends/common/error.h"
+#include "syncline/plugin_abi.h"
+
+namespace syncline::backend {
+
+template <typename Traits>
+class PluginAdapter {
+ public:
+  using Comm = typename Traits::Communicator;
+  // sl_request, complete only in the backend's TUs: named through Traits so
+  // that the lookup waits for instantiation.
+  using Handle = typename Traits::Handle;
+
+  static sl_result_t CommCreate(const sl_comm_config_t* config, sl_comm_t** comm,
+                                sl_error_t* err) {
+    static const std::string what = Name("comm_create");
+    return SlGuard(err, what.c_str(), [&] {
+      if (config == nullptr || comm == nullptr) {
+        return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
+                          "%s comm_create: null config or output pointer", Traits::kName);
+      }
+      std::unique_ptr<Comm> created;
+      const sl_result_t rc = Comm::Create(*config, &created, err);
+      if (rc == SL_OK) {
+        *comm = reinterpret_cast<sl_comm_t*>(created.release());
+        SlClearError(err);
+      }
+      return rc;
+    });
+  }
+
+  static void CommDestroy(sl_comm_t* comm) {
+    static const std::string what = Name("comm_destroy");
+    SlGuardVoid(what.c_str(), [&] { delete Unwrap(comm); });
+  }
+
+  static sl_result_t CommAbort(sl_comm_t* comm, sl_error_t* err) {
+    static const std::string what = Name("comm_abort");
+    return SlGuard(err, what.c_str(), [&] {
+      if (comm == nullptr) {
+        return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "%s comm_abort: null communicator",
+                          Traits::kName);
+      }
+      Unwrap(comm)->Abort();
+      SlClearError(err);
+      return SL_OK;
+    });
+  }
+
+  static sl_result_t Post(sl_comm_t* comm, const sl_op_t* op, sl_request_t** request,
+                          sl_error_t* err) {
+    static const std::string what = Name("post");
+    return SlGuard(err, what.c_str(), [&] {
+      if (comm == nullptr || op == nullptr || request == nullptr) {
+        return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
+                          "%s post: null communicator, op or output pointer", Traits::kName);
+      }
+      decltype(Handle::request) posted;
+      const sl_result_t rc = Unwrap(comm)->Post(*op, &posted, err);
+      if (rc == SL_OK) *request = new Handle{std::move(posted)};
+      return rc;
+    });
+  }
+
+  static sl_result_t RequestTest(sl_request_t* request, int* done, sl_error_t* err) {
+    static const std::string what = Name("request_test");
+    return SlGuard(err, what.c_str(), [&] {
+      if (request == nullptr || done == nullptr) {
+        return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
+                          "%s request_test: null request or output pointer", Traits::kName);
+      }
+      return static_cast<Handle*>(request)->request->Test(done, err);
+    });
+  }
+
+  static sl_result_t RequestWait(sl_request_t* request, int64_t timeout_ms, sl_error_t* err) {
+    static const std::string what = Name("request_wait");
+    return SlGuard(err, what.c_str(), [&] {
+      if (request == nullptr) {
+        return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "%s request_wait: null request",
+                          Traits::kName);
+      }
+      return static_cast<Handle*>(request)->request->Wait(timeout_ms, err);
+    });
+  }
+
+  static void RequestFree(sl_request_t* request) {
+    static const std::string what = Name("request_free");
+    SlGuardVoid(what.c_str(), [&] { delete static_cast<Handle*>(request); });
+  }
+
+ private:
+  static Comm* Unwrap(sl_comm_t* comm) { return reinterpret_cast<Comm*>(comm); }
+  // "gloo post": the context SlGuard puts in front of an escaped exception.
+  static std::string Name(const char* entry) {
+    return std::string(Traits::kName) + " " + entry;
+  }
+};
+
+// A table with the ABI version, size, name and every entry point filled;
+// the caller fills `version` and `caps` (and comm_split, if it has one).
+template <typename Traits>
+sl_backend_v1_t MakeBackendTable() {
+  using Adapter = PluginAdapter<Traits>;
+  sl_backend_v1_t table{};
+  table.abi_version = SL_ABI_VERSION;
+  table.struct_size = sizeof(sl_backend_v1_t);
+  table.name = Traits::kName;
+  table.comm_create = &Adapter::CommCreate;
+  table.comm_destroy = &Adapter::CommDestroy;
+  table.comm_abort = &Adapter::CommAbort;
+  table.comm_split = nullptr;  // the core builds sub-groups with comm_create
+  table.post = &Adapter::Post;
+  table.request_test = &Adapter::RequestTest;
+  table.request_wait = &Adapter::RequestWait;
+  table.request_free = &Adapter::RequestFree;
+  return table;
+}
+
+}  // namespace syncline::backend
+
+#endif  // SYNCLINE_BACKENDS_COMMON_PLUGIN_TABLE_H_
