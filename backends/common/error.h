@@ -22,6 +22,8 @@
 #include <exception>
 #include <new>
 
+#include <string>
+
 #include "syncline/plugin_abi.h"
 
 namespace syncline::backend {
@@ -48,6 +50,19 @@ __attribute__((format(printf, 3, 4))) inline sl_result_t SlSetError(sl_error_t* 
 // Writes an empty message, for calls that succeed.
 inline void SlClearError(sl_error_t* err) {
   if (err != nullptr) err->message[0] = '\0';
+}
+
+// SlReport()
+//
+// A finished request's outcome through the ABI: clears `err` on success,
+// copies `message` into it otherwise, and returns `code`.
+inline sl_result_t SlReport(sl_error_t* err, sl_result_t code, const std::string& message) {
+  if (code == SL_OK) {
+    SlClearError(err);
+  } else {
+    SlSetError(err, code, "%s", message.c_str());
+  }
+  return code;
 }
 
 // SlGuard()

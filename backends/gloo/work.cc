@@ -87,12 +87,7 @@ bool Request::done() const {
 }
 
 sl_result_t Request::ResultLocked(sl_error_t* err) const {
-  if (code_ == SL_OK) {
-    backend::SlClearError(err);
-  } else {
-    backend::SlSetError(err, code_, "%s", message_.c_str());
-  }
-  return code_;
+  return backend::SlReport(err, code_, message_);
 }
 
 sl_result_t Request::Test(int* done, sl_error_t* err) const {

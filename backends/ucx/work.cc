@@ -82,12 +82,7 @@ bool Request::Complete(sl_result_t code, std::string message) {
 
 sl_result_t Request::Result(sl_error_t* err) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (code_ == SL_OK) {
-    backend::SlClearError(err);
-  } else {
-    backend::SlSetError(err, code_, "%s", message_.c_str());
-  }
-  return code_;
+  return backend::SlReport(err, code_, message_);
 }
 
 sl_result_t Request::Test(int* done, sl_error_t* err) {
