@@ -103,8 +103,33 @@ struct MlpImpl : torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
+struct Measured {
+  double step_ms = -1;       // median step
+  double allreduce_ms = -1;  // ddp only: median bare allreduce of all gradients
+};
+
+// Median time of a bare allreduce (AVG, f32) of `numel` elements: what the
+// gradients cost to reduce with nothing else running, the floor under
+// DDP's added time when nothing overlaps.
+double MeasureBareAllreduce(syncline::Communicator& comm, int64_t numel) {
+  at::Tensor t = torch::ones({numel});
+  syncline::AllreduceOptions options;
+  options.op = syncline::ReduceOp::kAvg;
+  const syncline::BufferView view = syncline::View(t.data_ptr<float>(), static_cast<size_t>(numel));
+  std::vector<double> ms;
+  for (int i = 0; i < 6; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    auto work = syncline::ddp::ThrowIfError(comm.Allreduce(view, options), "allreduce");
+    syncline::ddp::ThrowIfError(work->Wait(), "allreduce");
+    const auto end = std::chrono::steady_clock::now();
+    if (i > 0) ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 // Median step time in ms, with or without DDP.
-double MeasureSteps(const Flags& flags, bool use_ddp) {
+Measured MeasureSteps(const Flags& flags, bool use_ddp) {
   torch::set_num_threads(1);
   torch::manual_seed(0);
   Mlp model;
@@ -118,6 +143,8 @@ double MeasureSteps(const Flags& flags, bool use_ddp) {
     ddp = std::make_unique<syncline::ddp::DistributedDataParallel>(model.ptr(), comm,
                                                                    options);
   }
+  std::shared_ptr<syncline::Communicator> comm_for_bare;
+  if (use_ddp) comm_for_bare = ddp->communicator();
   torch::optim::SGD opt(model->parameters(), 0.01);
   const at::Tensor x = torch::randn({kBatch, kWidth});
   const at::Tensor y = torch::randn({kBatch, kWidth});
@@ -134,7 +161,14 @@ double MeasureSteps(const Flags& flags, bool use_ddp) {
     }
   }
   std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  Measured result;
+  result.step_ms = ms[ms.size() / 2];
+  if (use_ddp) {
+    int64_t numel = 0;
+    for (const at::Tensor& p : model->parameters()) numel += p.numel();
+    result.allreduce_ms = MeasureBareAllreduce(*comm_for_bare, numel);
+  }
+  return result;
 }
 
 int FreePort() {
@@ -150,8 +184,8 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
-// Runs 2 children in `role`; returns the slower rank's median (ms), or -1.
-double RunPair(const Flags& flags, const std::string& role) {
+// Runs 2 children in `role`; returns the slower rank's medians (ms), or -1.
+Measured RunPair(const Flags& flags, const std::string& role) {
   const int port = FreePort();
   std::vector<pid_t> pids;
   std::vector<std::string> outs;
@@ -185,22 +219,24 @@ double RunPair(const Flags& flags, const std::string& role) {
     if (::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(),
                       envp.data()) != 0) {
       std::perror("posix_spawn");
-      return -1;
+      return Measured{};
     }
     pids.push_back(pid);
   }
-  double slowest = 0;
+  Measured slowest{0, 0};
   bool ok = true;
   for (size_t i = 0; i < pids.size(); ++i) {
     int status = 0;
     ::waitpid(pids[i], &status, 0);
     std::ifstream in(outs[i]);
-    double ms = -1;
-    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0 && (in >> ms))) ok = false;
-    slowest = std::max(slowest, ms);
+    Measured m;
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0 && (in >> m.step_ms >> m.allreduce_ms)))
+      ok = false;
+    slowest.step_ms = std::max(slowest.step_ms, m.step_ms);
+    slowest.allreduce_ms = std::max(slowest.allreduce_ms, m.allreduce_ms);
     std::remove(outs[i].c_str());
   }
-  return ok ? slowest : -1;
+  return ok ? slowest : Measured{};
 }
 
 }  // namespace
@@ -219,8 +255,8 @@ int main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
   if (!flags.role.empty()) {
     try {
-      const double ms = MeasureSteps(flags, flags.role == "ddp");
-      std::ofstream(flags.out) << ms << "\n";
+      const Measured m = MeasureSteps(flags, flags.role == "ddp");
+      std::ofstream(flags.out) << m.step_ms << " " << m.allreduce_ms << "\n";
       return 0;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "ddp_step (%s): %s\n", flags.role.c_str(), e.what());
@@ -228,9 +264,10 @@ int main(int argc, char** argv) {
     }
   }
   // Children first: the parent has not started any torch threads yet.
-  const double nocomm = RunPair(flags, "nocomm");
-  const double ddp = RunPair(flags, "ddp");
-  const double single = MeasureSteps(flags, false);
+  const double nocomm = RunPair(flags, "nocomm").step_ms;
+  const Measured ddp_run = RunPair(flags, "ddp");
+  const double ddp = ddp_run.step_ms;
+  const double single = MeasureSteps(flags, false).step_ms;
   std::printf(
       "ddp_step: MLP 3x%ldx%ld (12.6M params), batch %ld/rank, SGD, 1 thread/rank, "
       "%d steps after %d warm-up, bucket_cap_mb %.1f, bucket_view %d\n",
@@ -239,7 +276,12 @@ int main(int argc, char** argv) {
   std::printf("%-38s %10.2f ms\n", "single process, no DDP", single);
   std::printf("%-38s %10.2f ms\n", "2 processes, no communication", nocomm);
   std::printf("%-38s %10.2f ms\n", "2 processes, DDP", ddp);
+  std::printf("%-38s %10.2f ms\n", "bare allreduce (avg) of the gradients", ddp_run.allreduce_ms);
   if (single > 0 && nocomm > 0 && ddp > 0) {
+    // Without overlap (2 ranks keep both cores busy with backward), a step
+    // cannot beat no-comm + the bare allreduce: that is the floor here.
+    std::printf("%-38s %10.3f\n", "floor (no-comm + allreduce) / single",
+                (nocomm + ddp_run.allreduce_ms) / single);
     std::printf("%-38s %10.3f\n", "ratio DDP / single", ddp / single);
     std::printf("%-38s %10.3f\n", "ratio no-comm / single (shared cores)",
                 nocomm / single);

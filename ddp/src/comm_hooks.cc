@@ -89,13 +89,21 @@ GradBucket::GradBucket(size_t index, size_t num_buckets, at::Tensor buffer,
       param_indices_(std::move(param_indices)),
       world_size_(world_size) {}
 
-CommFuture AllreduceSum(at::Tensor t, syncline::Communicator& comm) {
+namespace {
+
+CommFuture AllreduceWith(at::Tensor t, syncline::Communicator& comm, ReduceOp op) {
   if (comm.size() == 1) return CommFuture::Ready(std::move(t));
   AllreduceOptions options;
-  options.op = ReduceOp::kSum;
+  options.op = op;
   auto work = ThrowIfError(comm.Allreduce(internal::TensorView(t), options),
                            "allreduce of a gradient bucket");
   return CommFuture::FromWork(std::move(work), std::move(t));
+}
+
+}  // namespace
+
+CommFuture AllreduceSum(at::Tensor t, syncline::Communicator& comm) {
+  return AllreduceWith(std::move(t), comm, ReduceOp::kSum);
 }
 
 CommHook AllreduceHook(const ReductionOptions& reduction) {
@@ -119,6 +127,15 @@ CommHook AllreduceHook(const ReductionOptions& reduction) {
                            : (narrow ? std::sqrt(static_cast<double>(world)) : 1.0);
     const double post = reduction.post_divide ? world / pre : 1.0;
     at::Tensor work_tensor = reduce_type == grad_type ? buffer : buffer.to(reduce_type);
+    // A plain mean in the gradients' own type: let the backend average. It
+    // divides while it reduces (the UCX ring divides only the block each rank
+    // owns, NCCL has ncclAvg), which saves a whole pass over the bucket
+    // after the allreduce: the same sum-then-divide, so the same values.
+    if (pre == 1.0 && post == world && reduce_type == grad_type && world > 1 &&
+        comm.SupportsReduce(internal::ToDataType(grad_type), ReduceOp::kAvg,
+                            internal::TensorView(buffer).device)) {
+      return AllreduceWith(buffer, comm, ReduceOp::kAvg);
+    }
     if (pre != 1.0) work_tensor.div_(pre);
     return AllreduceSum(work_tensor, comm).Then([buffer, post](at::Tensor sum) mutable {
       if (post != 1.0) sum.div_(post);

@@ -11,9 +11,9 @@
 
 namespace syncline::ddp::testing {
 
-std::shared_ptr<Communicator> Connect() {
+std::shared_ptr<Communicator> Connect(const std::string& backend) {
   CommunicatorOptions options;
-  options.backend = "gloo";
+  options.backend = backend;
   auto comm = Communicator::Create(options);
   EXPECT_TRUE(comm.ok()) << comm.status();
   if (!comm.ok()) return nullptr;

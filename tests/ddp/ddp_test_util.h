@@ -21,9 +21,10 @@
 
 namespace syncline::ddp::testing {
 
-// Connects over gloo from the RunRanks environment; fails the test (and
-// returns null) if that does not work.
-std::shared_ptr<Communicator> Connect();
+// Connects over `backend` (gloo unless a test says otherwise) from the
+// RunRanks environment; fails the test (and returns null) if that does not
+// work.
+std::shared_ptr<Communicator> Connect(const std::string& backend = "gloo");
 
 // A 3-layer MLP 8 -> 16 -> 16 -> 4 (tanh), plus an optional `extra` layer
 // used only when forward() is asked to (for unused-parameter tests).
