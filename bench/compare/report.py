@@ -2,8 +2,9 @@
 """Turns the comparison's raw results into the markdown table and the plot.
 
 Reads every *.json in --raw (rows in bench/common's schema, from
-syncline-bench-collectives, -raw-gloo, -mpi, -membw and torch_gloo.py), the
-DDP results (ddp_pytorch.json, ddp_step.txt) and the header lines that
+syncline-bench-collectives, -raw-gloo, -raw-ucx, -mpi, -membw and
+torch_gloo.py), the DDP results (ddp_pytorch.json, ddp_step.txt,
+ddp_step_ucx.txt) and the header lines that
 run.sh wrote (machine, date, versions), and writes:
   --md   a markdown report: per op, busbw of every system by size, the
          ratios of each Syncline backend to each reference, small-message
@@ -22,7 +23,7 @@ import sys
 
 OPS = ["allreduce", "allgather", "broadcast"]
 SYNCLINE = ["syncline-gloo", "syncline-ucx"]
-REFERENCES = ["raw-gloo", "torch-gloo", "mpi-shm", "mpi-tcp", "membw-bound"]
+REFERENCES = ["raw-gloo", "raw-ucx", "torch-gloo", "mpi-shm", "mpi-tcp", "membw-bound"]
 ALL = SYNCLINE + REFERENCES
 
 
@@ -108,8 +109,13 @@ def latency_section(rows):
             continue
         t = data[s][smallest[s]]["time_us"]
         lines.append([s, human(smallest[s]), "%.2f" % t, "%.1f" % (t / base) if base else "n/a"])
-    return "\n".join(["### Small-message allreduce latency", "",
-                      table(["system", "size", "time (us)", "x mpi-shm"], lines), ""])
+    text = ["### Small-message allreduce latency", "",
+            table(["system", "size", "time (us)", "x mpi-shm"], lines), ""]
+    pingpong = [r for r in rows if r["system"] == "raw-ucx-pingpong"]
+    if pingpong:
+        text.append("UCX's own one-way latency (raw-ucx, 8 B ping-pong, half a round trip): "
+                    "%.2f us.\n" % pingpong[0]["time_us"])
+    return "\n".join(text)
 
 
 def targets_section(data):
@@ -132,28 +138,42 @@ def targets_section(data):
             bound = ar.get("membw-bound", {}).get(big, {}).get("busbw")
             lines.append([mine, human(big), "x mpi-shm >= 1", fmt(a / m) if m else "n/a"])
             lines.append([mine, human(big), "x membw bound >= 0.7", fmt(a / bound) if bound else "n/a"])
+            u = ar.get("raw-ucx", {}).get(big, {}).get("busbw")
+            lines.append([mine, human(big), "x raw-ucx (same transport, no Syncline layers)",
+                          fmt(a / u) if u else "n/a"])
     if not lines:
         return "### Issue 5's allreduce targets\n\nsyncline-ucx was not measured in this run.\n"
     return "\n".join(["### Issue 5's allreduce targets for the UCX backend (measured)", "",
                       table(["system", "size", "target", "measured"], lines), ""])
 
 
+def ddp_figures(path):
+    """(DDP / single, floor / single) from a ddp_step log, None when absent."""
+    if not os.path.exists(path):
+        return None, None
+    text = open(path).read()
+    ratio = re.search(r"ratio DDP / single\s+([0-9.]+)", text)
+    floor = re.search(r"floor \(no-comm \+ allreduce\) / single\s+([0-9.]+)", text)
+    return (float(ratio.group(1)) if ratio else None,
+            float(floor.group(1)) if floor else None)
+
+
 def ddp_section(raw_dir):
-    mine = None
-    path = os.path.join(raw_dir, "ddp_step.txt")
-    if os.path.exists(path):
-        match = re.search(r"ratio DDP / single\s+([0-9.]+)", open(path).read())
-        mine = float(match.group(1)) if match else None
+    mine, mine_floor = ddp_figures(os.path.join(raw_dir, "ddp_step.txt"))
+    ucx, ucx_floor = ddp_figures(os.path.join(raw_dir, "ddp_step_ucx.txt"))
     torch_ratio = None
     path = os.path.join(raw_dir, "ddp_pytorch.json")
     if os.path.exists(path):
         torch_ratio = json.load(open(path)).get("ratio")
     if mine is None and torch_ratio is None:
         return ""
-    lines = [["Syncline DDP (gloo), syncline-bench-ddp-step", fmt(mine)],
-             ["PyTorch DDP (gloo), ddp_pytorch.py", fmt(torch_ratio)]]
+    lines = [["Syncline DDP (gloo), ddp_step", fmt(mine), fmt(mine_floor)],
+             ["Syncline DDP (ucx), ddp_step", fmt(ucx), fmt(ucx_floor)],
+             ["PyTorch DDP (gloo), ddp_pytorch.py", fmt(torch_ratio), "n/a"]]
     text = ["### DDP step (MLP 12.6M params, batch 32/rank, 2 ranks, 1 thread each)", "",
-            table(["system", "median step with DDP / single process"], lines), ""]
+            table(["system", "median step with DDP / single process",
+                   "floor: (2 ranks without communication + bare allreduce) / single"],
+                  lines), ""]
     if mine and torch_ratio:
         text.append("Syncline / PyTorch step-time ratio: %.3f (<1 means Syncline is faster)\n"
                     % (mine / torch_ratio))

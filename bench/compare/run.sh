@@ -50,7 +50,7 @@ fi
 note "build into $BUILD"
 scripts/build.sh syncline-bench-collectives syncline-bench-raw-gloo syncline-bench-membw >&2 ||
   { echo "run.sh: build failed" >&2; exit 1; }
-for optional in syncline-bench-mpi syncline-backend-ucx; do
+for optional in syncline-bench-mpi syncline-backend-ucx syncline-bench-raw-ucx; do
   if has_target "$optional"; then
     scripts/build.sh "$optional" >&2 || echo "run.sh: $optional did not build; skipped" >&2
   fi
@@ -95,6 +95,9 @@ measure syncline 600 "$BIN/syncline-bench-collectives" --backends="$BACKENDS" --
   --ops="$OPS" "${SIZES[@]}" --json="$RAW/syncline.json"
 measure raw_gloo 300 "$BIN/syncline-bench-raw-gloo" --world_size=2 "${SIZES[@]}" \
   --json="$RAW/raw_gloo.json"
+if [ -x "$BIN/syncline-bench-raw-ucx" ]; then
+  measure raw_ucx 300 "$BIN/syncline-bench-raw-ucx" "${SIZES[@]}" --json="$RAW/raw_ucx.json"
+fi
 if [ -n "$($PY -c 'import torch.distributed' 2>&1 && echo ok)" ]; then
   measure torch_gloo 300 "$PY" bench/compare/torch_gloo.py --world_size 2 \
     --max_bytes "$MAX" --factor "$FACTOR" --repetitions "$REPS" --json "$RAW/torch_gloo.json"
@@ -131,6 +134,10 @@ if [ "${BENCH_SKIP_DDP:-0}" != 1 ]; then
   if [ -n "$DDP_TARGET" ] && [ -x "$BIN/$DDP_TARGET" ]; then
     measure ddp_step 300 env SYNCLINE_BACKEND=gloo "$BIN/$DDP_TARGET" &&
       cp "$RAW/ddp_step.log" "$RAW/ddp_step.txt"
+    if [ "$BACKENDS" = gloo,ucx ]; then
+      measure ddp_step_ucx 300 env SYNCLINE_BACKEND=ucx "$BIN/$DDP_TARGET" &&
+        cp "$RAW/ddp_step_ucx.log" "$RAW/ddp_step_ucx.txt"
+    fi
   else
     echo "run.sh: the DDP step benchmark (bench/ddp_step) is not built; Syncline's DDP ratio skipped" >&2
   fi
