@@ -133,8 +133,9 @@ class PluginAdapter {
   }
 };
 
-// A table with the ABI version, size, name and every entry point filled;
-// the caller fills `version` and `caps` (and comm_split, if it has one).
+// A table with the ABI version, size, name and every required entry point
+// filled; the caller fills `version` and `caps` (and the optional entries
+// comm_split and request_stream_wait, if it has them).
 template <typename Traits>
 sl_backend_v1_t MakeBackendTable() {
   using Adapter = PluginAdapter<Traits>;
@@ -150,6 +151,8 @@ sl_backend_v1_t MakeBackendTable() {
   table.request_test = &Adapter::RequestTest;
   table.request_wait = &Adapter::RequestWait;
   table.request_free = &Adapter::RequestFree;
+  // Host-side backends: the core waits on the host (request_wait) instead.
+  table.request_stream_wait = nullptr;
   return table;
 }
 

@@ -21,7 +21,7 @@ constexpr std::chrono::minutes kDefaultTimeout(5);
 // Polling interval of an NCCL call that reported ncclInProgress.
 constexpr std::chrono::microseconds kEnqueuePoll(50);
 
-// Parses "watchdog_ms=20;..." into `options`.
+// Parses "watchdog_ms=20;abort_poll_ms=100" into `options`.
 sl_result_t ParseOptions(const char* text, CommOptions* options, std::string* message) {
   if (text == nullptr) return SL_OK;
   std::string rest = text;
@@ -35,12 +35,18 @@ sl_result_t ParseOptions(const char* text, CommOptions* options, std::string* me
     const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
     char* parsed_end = nullptr;
     const long number = std::strtol(value.c_str(), &parsed_end, 10);
-    if (key == "watchdog_ms" && !value.empty() && *parsed_end == '\0' && number > 0) {
+    const bool is_number = !value.empty() && *parsed_end == '\0';
+    if (key == "watchdog_ms" && is_number && number > 0) {
       options->watchdog_period = std::chrono::milliseconds(number);
       continue;
     }
+    if (key == "abort_poll_ms" && is_number && number >= 0) {
+      options->abort_poll_period = std::chrono::milliseconds(number);
+      continue;
+    }
     *message = "bad backend option '" + item +
-               "'; the nccl backend knows watchdog_ms=<milliseconds, > 0>";
+               "'; the nccl backend knows watchdog_ms=<milliseconds, > 0> and "
+               "abort_poll_ms=<milliseconds, 0 = off>";
     return SL_ERR_INVALID_ARGUMENT;
   }
   return SL_OK;
@@ -104,14 +110,9 @@ sl_result_t Communicator::Create(const sl_comm_config_t& config,
                             : std::chrono::milliseconds(kDefaultTimeout);
 
   ScopedDevice on(device);
-  Stream stream;
-  DeviceBuffer scratch;
-  std::shared_ptr<EventPool> events = EventPool::Create(device);
-  Event ready;
+  CudaResources cuda_objects;
   cudaError_t cuda = on.status();
-  if (cuda == cudaSuccess) cuda = Stream::Create(&stream);
-  if (cuda == cudaSuccess) cuda = DeviceBuffer::Allocate(sizeof(float), &scratch);
-  if (cuda == cudaSuccess) cuda = events->Acquire(&ready);
+  if (cuda == cudaSuccess) cuda = CudaResources::Make(device, &cuda_objects);
   if (cuda != cudaSuccess) {
     message =
         "setting up cuda:" + std::to_string(device) + " failed: " + CudaErrorText(cuda);
@@ -124,16 +125,21 @@ sl_result_t Communicator::Create(const sl_comm_config_t& config,
     return SlSetError(err, rc, "nccl comm_create (comm id %" PRIu64 ") on rank %d/%d: %s",
                       config.comm_id, config.rank, config.size, message.c_str());
   }
-  comm->reset(new Communicator(config, device, options, std::move(stream),
-                               std::move(scratch), std::move(events), std::move(ready),
+  comm->reset(new Communicator(config, device, options, std::move(cuda_objects),
                                std::move(nccl)));
   return SL_OK;
 }
 
+cudaError_t Communicator::CudaResources::Make(int device, CudaResources* out) {
+  out->events = EventPool::Create(device);
+  cudaError_t cuda = Stream::Create(&out->stream);
+  if (cuda == cudaSuccess) cuda = DeviceBuffer::Allocate(sizeof(float), &out->scratch);
+  if (cuda == cudaSuccess) cuda = out->events->Acquire(&out->ready_event);
+  return cuda;
+}
+
 Communicator::Communicator(const sl_comm_config_t& config, int device,
-                           CommOptions options, Stream stream, DeviceBuffer scratch,
-                           std::shared_ptr<EventPool> events, Event ready_event,
-                           NcclComm comm)
+                           CommOptions options, CudaResources cuda, NcclComm comm)
     : rank_(config.rank),
       size_(config.size),
       device_(device),
@@ -143,15 +149,26 @@ Communicator::Communicator(const sl_comm_config_t& config, int device,
                            ? std::chrono::milliseconds(config.timeout_ms)
                            : kDefaultTimeout),
       options_(options),
-      stream_(std::move(stream)),
-      scratch_(std::move(scratch)),
-      events_(std::move(events)),
-      ready_event_(std::move(ready_event)),
+      stream_(std::move(cuda.stream)),
+      scratch_(std::move(cuda.scratch)),
+      events_(std::move(cuda.events)),
+      ready_event_(std::move(cuda.ready_event)),
       comm_(std::move(comm)) {
+  if (config.size > 1 && options_.abort_poll_period.count() > 0) {
+    AbortChannelOptions channel;
+    channel.poll_period = options_.abort_poll_period;
+    abort_channel_ = std::make_unique<AbortChannel>(config.store, rank_, channel);
+  }
   watchdog_ = std::thread([this] { WatchdogLoop(); });
+  if (abort_channel_ != nullptr) {
+    abort_channel_->Watch([this](const AbortRecord& first) { OnRemoteAbort(first); });
+  }
 }
 
 Communicator::~Communicator() {
+  // First the threads that may touch the store or break the comm: after
+  // this, nothing uses the store (its owner frees it once we return).
+  if (abort_channel_ != nullptr) abort_channel_->Stop();
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -204,7 +221,7 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
     return SlSetError(err, SL_ERR_INTERNAL, "nccl post on %s: cudaEventCreate failed: %s",
                       where_.c_str(), CudaErrorText(cuda).c_str());
   }
-  auto req = std::make_shared<Request>(op, where_, std::move(done));
+  auto req = std::make_shared<Request>(op, where_, device_, std::move(done));
   auto unusable = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return "nccl " + req->Describe() + " not run on " + where_ +
            ": the communicator is unusable after an earlier failure: " + broken_message_;
@@ -221,7 +238,12 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
     rc = IssueLocked(*req, &message, &broke);
   }
   if (rc != SL_OK) {
-    if (broke) Break(BreakReason::Of(rc, message));
+    if (broke) {
+      BreakReason reason = BreakReason::Of(rc, message);
+      reason.publish = true;  // NCCL failed under this rank: tell the others
+      reason.op = &req->op();
+      Break(std::move(reason));
+    }
     return SlSetError(err, rc, "%s", message.c_str());
   }
   {

@@ -13,14 +13,23 @@
 //
 // Capabilities: every op; the eight ABI dtypes (NCCL has all of them,
 // including bf16); every reduction, AVG included (ncclAvg), on every dtype;
-// CUDA buffers only. comm_split is NULL: the core builds sub-groups with
-// comm_create, which bootstraps a fresh NCCL comm through the store.
+// CUDA buffers only.
+//
+// Beyond backends/common/plugin_table.h's entries, this table fills the two
+// optional ones:
+//   comm_split           ncclCommSplit (split.cc), when built against NCCL
+//                        2.18 or newer; NULL before, so that the core builds
+//                        sub-groups with comm_create (a fresh NCCL comm
+//                        bootstrapped through the store).
+//   request_stream_wait  the caller's stream waits on the op's completion
+//                        event without blocking the host (work.h).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <cstdio>
 #include <memory>
 
+#include "backends/common/error.h"
 #include "backends/common/plugin_table.h"
 #include "backends/nccl/communicator.h"
 #include "backends/nccl/ops.h"
@@ -51,8 +60,39 @@ const char* VersionString() {
   return text;
 }
 
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+sl_result_t CommSplit(sl_comm_t* parent, int32_t color, int32_t key, const sl_store_t* store,
+                      uint64_t new_comm_id, sl_comm_t** child, sl_error_t* err) {
+  return backend::SlGuard(err, "nccl comm_split", [&] {
+    if (parent == nullptr || child == nullptr) {
+      return backend::SlSetError(err, SL_ERR_INVALID_ARGUMENT,
+                                 "nccl comm_split: null communicator or output pointer");
+    }
+    std::unique_ptr<Communicator> created;
+    const sl_result_t rc = reinterpret_cast<Communicator*>(parent)->Split(
+        color, key, store, new_comm_id, &created, err);
+    *child = reinterpret_cast<sl_comm_t*>(created.release());
+    return rc;
+  });
+}
+#endif
+
+sl_result_t RequestStreamWait(sl_request_t* request, void* stream, sl_error_t* err) {
+  return backend::SlGuard(err, "nccl request_stream_wait", [&] {
+    if (request == nullptr) {
+      return backend::SlSetError(err, SL_ERR_INVALID_ARGUMENT,
+                                 "nccl request_stream_wait: null request");
+    }
+    return request->request->StreamWait(stream, err);
+  });
+}
+
 sl_backend_v1_t MakeTable() {
   sl_backend_v1_t table = backend::MakeBackendTable<Traits>();
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+  table.comm_split = &CommSplit;
+#endif
+  table.request_stream_wait = &RequestStreamWait;
   table.version = VersionString();
   table.caps.device_mask = 1u << SL_DEVICE_CUDA;
   table.caps.op_mask = (1u << SL_OP_KIND_COUNT) - 1;

@@ -1,10 +1,12 @@
-// watchdog.cc: the Communicator's watchdog thread and how it breaks the
-// communicator. See communicator.h for the threading model.
+// watchdog.cc: the Communicator's watchdog thread, how it breaks the
+// communicator, and how a break reaches the other ranks through the store.
+// See communicator.h for the threading model.
 #include <cinttypes>
 #include <cstdio>
 #include <utility>
 #include <vector>
 
+#include "backends/common/reduce.h"
 #include "backends/nccl/communicator.h"
 
 namespace syncline::nccl_backend {
@@ -31,11 +33,13 @@ void Communicator::WatchdogLoop() {
 
 void Communicator::Sweep() {
   std::shared_ptr<Request> expired;
+  std::shared_ptr<Request> oldest;  // blamed for an asynchronous error
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (broken_code_ != SL_OK) return;
     // One stream: ops complete in issue order, so stop at the first running.
     while (!pending_.empty() && pending_.front()->Poll()) pending_.pop_front();
+    if (!pending_.empty()) oldest = pending_.front();
     const Clock::time_point now = Clock::now();
     for (const auto& request : pending_) {
       if (now >= request->deadline()) {
@@ -83,14 +87,17 @@ void Communicator::Sweep() {
   } else {
     return;
   }
+  reason.publish = true;  // a local fault: the other ranks must hear of it
+  const Request* blamed = expired != nullptr ? expired.get() : oldest.get();
+  if (blamed != nullptr) reason.op = &blamed->op();
   // Nobody may be waiting on the op yet; leave a trace in the rank's log.
   std::fprintf(
       stderr, "syncline nccl: %s: %s\n", where_.c_str(),
       reason.culprit != nullptr ? reason.culprit_message.c_str() : reason.cause.c_str());
-  Break(reason);
+  Break(std::move(reason));
 }
 
-void Communicator::Break(const BreakReason& reason) {
+void Communicator::Break(BreakReason reason) {
   std::deque<std::shared_ptr<Request>> pending;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -108,6 +115,11 @@ void Communicator::Break(const BreakReason& reason) {
     ScopedDevice on(device_);
     comm_.Abort();
   }
+  if (reason.publish && abort_channel_ != nullptr) {
+    const std::string told = PublishAbort(reason);
+    reason.cause += told;
+    reason.culprit_message += told;
+  }
   for (const auto& request : pending) {
     if (request.get() == reason.culprit) {
       request->Complete(reason.culprit_code, reason.culprit_message);
@@ -116,6 +128,35 @@ void Communicator::Break(const BreakReason& reason) {
                                          ": did not complete: " + reason.cause);
     }
   }
+}
+
+std::string Communicator::PublishAbort(const BreakReason& reason) {
+  AbortRecord mine;
+  mine.rank = rank_;
+  if (reason.op != nullptr) {
+    mine.op = backend::SlOpKindName(reason.op->kind);
+    mine.seq = reason.op->seq;
+  }
+  mine.reason = reason.cause;
+  AbortRecord first;
+  std::string error;
+  if (!abort_channel_->Publish(mine, &first, &error)) {
+    std::fprintf(stderr, "syncline nccl: %s: %s\n", where_.c_str(), error.c_str());
+    return " (the other ranks could not be told through the store: " + error + ")";
+  }
+  if (first.rank == rank_) return "";
+  return " (" + first.Describe() + ")";
+}
+
+void Communicator::OnRemoteAbort(const AbortRecord& first) {
+  BreakReason reason = BreakReason::Of(
+      SL_ERR_PEER, first.Describe() + "; so this rank aborted its communicator too");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_code_ != SL_OK) return;
+  }
+  std::fprintf(stderr, "syncline nccl: %s: %s\n", where_.c_str(), reason.cause.c_str());
+  Break(std::move(reason));
 }
 
 }  // namespace syncline::nccl_backend

@@ -25,9 +25,10 @@ Clock::time_point DeadlineOf(const sl_op_t& op, Clock::time_point now) {
 
 }  // namespace
 
-Request::Request(const sl_op_t& op, std::string where, Event done_event)
+Request::Request(const sl_op_t& op, std::string where, int device, Event done_event)
     : op_(op),
       where_(std::move(where)),
+      device_(device),
       posted_(Clock::now()),
       deadline_(DeadlineOf(op, posted_)),
       done_event_(std::move(done_event)) {}
@@ -152,6 +153,26 @@ sl_result_t Request::Wait(int64_t timeout_ms, sl_error_t* err) {
       sleep = std::min(sleep * 2, kMaxSleep);
     }
   }
+}
+
+sl_result_t Request::StreamWait(void* stream, sl_error_t* err) {
+  // An op that already ended needs no wait; one that failed reports it now.
+  if (Poll()) return Result(err);
+  ScopedDevice on(device_);
+  cudaError_t rc = on.status();
+  if (rc == cudaSuccess) {
+    rc = cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), done_event_.get(), 0);
+  }
+  if (rc != cudaSuccess) {
+    (void)cudaGetLastError();
+    return backend::SlSetError(
+        err, SL_ERR_INVALID_ARGUMENT,
+        "nccl %s on %s: could not make the caller's stream wait for it: %s (is the "
+        "stream on cuda:%d?)",
+        Describe().c_str(), where_.c_str(), CudaErrorText(rc).c_str(), device_);
+  }
+  backend::SlClearError(err);
+  return SL_OK;
 }
 
 }  // namespace syncline::nccl_backend

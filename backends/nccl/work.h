@@ -15,11 +15,16 @@
 // A failure that comes after the event completed is ignored, so an op that
 // finished before an abort still reports success.
 //
-// Waiting: request_wait blocks the calling host thread. It polls the event
-// (spinning briefly, then sleeping with a growing back-off capped at 1 ms)
-// rather than calling cudaEventSynchronize, because that call has no
-// timeout and could not be woken by the watchdog. The caller's CUDA stream
-// is not made to wait: the ABI has no entry for that yet (see issue 8).
+// Waiting, two ways:
+//   - request_wait (Wait) blocks the calling host thread. It polls the
+//     event (spinning briefly, then sleeping with a growing back-off capped
+//     at 1 ms) rather than calling cudaEventSynchronize, because that call
+//     has no timeout and could not be woken by the watchdog.
+//   - request_stream_wait (StreamWait) does not block the host: it makes the
+//     caller's stream wait on the done event (cudaStreamWaitEvent), which is
+//     what Work::WaitStream and PyTorch's work.wait() on NCCL do. The wait
+//     is captured when queued, so the event's later reuse from the pool
+//     cannot affect it.
 //
 // Thread safety: every method may be called from any thread.
 #ifndef SYNCLINE_BACKENDS_NCCL_WORK_H_
@@ -42,8 +47,9 @@ using Clock = std::chrono::steady_clock;
 class Request {
  public:
   // `op` is copied (its buffers are views; the caller keeps them alive).
-  // `where` ("rank 1/4") is used in messages. The deadline starts now.
-  Request(const sl_op_t& op, std::string where, Event done_event);
+  // `where` ("rank 1/4") is used in messages; `device` is the communicator's
+  // CUDA device. The deadline starts now.
+  Request(const sl_op_t& op, std::string where, int device, Event done_event);
 
   const sl_op_t& op() const { return op_; }
   Clock::time_point posted() const { return posted_; }
@@ -72,6 +78,10 @@ class Request {
   // request_test / request_wait: see plugin_abi.h and the file comment.
   sl_result_t Test(int* done, sl_error_t* err);
   sl_result_t Wait(int64_t timeout_ms, sl_error_t* err);
+  // request_stream_wait: see plugin_abi.h and the file comment. `stream` is
+  // a cudaStream_t on this request's device (nullptr: its legacy default
+  // stream). Never blocks the host.
+  sl_result_t StreamWait(void* stream, sl_error_t* err);
 
  private:
   bool done() const;
@@ -79,6 +89,7 @@ class Request {
 
   const sl_op_t op_;
   const std::string where_;
+  const int device_;
   const Clock::time_point posted_;
   const Clock::time_point deadline_;
   // Recorded once by Post() before the request is shared; then only queried.

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 
@@ -35,6 +37,9 @@ struct Registry {
   std::mutex mu;
   std::map<std::string, const sl_backend_v1_t*> backends;
   std::map<std::string, const sl_interposer_v1_t*> interposers;
+  // Zero-extended copies of tables built with a shorter sl_backend_v1_t,
+  // keyed by the plugin's own table (which never moves or goes away).
+  std::map<const sl_backend_v1_t*, std::unique_ptr<sl_backend_v1_t>> extended;
 };
 Registry& GetRegistry() {
   static Registry* registry = new Registry();  // intentionally leaked
@@ -147,10 +152,10 @@ absl::Status ValidateBackendTable(const sl_backend_v1_t* t, const std::string& p
         "speaks version %u; rebuild the plugin against this Syncline",
         path, t->abi_version, SL_ABI_VERSION));
   }
-  if (t->struct_size < sizeof(sl_backend_v1_t)) {
+  if (t->struct_size < SL_BACKEND_V1_MIN_SIZE) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s: plugin table is %u bytes, expected at least %u; rebuild the plugin",
-        path, t->struct_size, sizeof(sl_backend_v1_t)));
+        path, t->struct_size, SL_BACKEND_V1_MIN_SIZE));
   }
   if (t->name == nullptr || t->comm_create == nullptr || t->comm_destroy == nullptr ||
       t->comm_abort == nullptr || t->post == nullptr || t->request_test == nullptr ||
@@ -159,6 +164,35 @@ absl::Status ValidateBackendTable(const sl_backend_v1_t* t, const std::string& p
         absl::StrCat(path, ": plugin table lacks a required entry point"));
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// `t` itself, or (built against an older plugin_abi.h) a zero-extended copy
+// in which the fields it lacks read as NULL. `t` must be valid.
+const sl_backend_v1_t* ExtendLocked(Registry& reg, const sl_backend_v1_t* t,
+                                    const std::string& path) {
+  if (t->struct_size >= sizeof(sl_backend_v1_t)) return t;
+  std::unique_ptr<sl_backend_v1_t>& copy = reg.extended[t];
+  if (copy == nullptr) {
+    copy = std::make_unique<sl_backend_v1_t>();  // zeroed
+    std::memcpy(copy.get(), t, t->struct_size);
+    copy->struct_size = sizeof(sl_backend_v1_t);
+    SL_LOG(DEBUG, "%s: plugin table of %u bytes (this libsyncline's is %u); the "
+           "entries it lacks are treated as absent", path, t->struct_size,
+           sizeof(sl_backend_v1_t));
+  }
+  return copy.get();
+}
+
+}  // namespace
+
+absl::StatusOr<const sl_backend_v1_t*> AdoptBackendTable(const sl_backend_v1_t* t,
+                                                         const std::string& path) {
+  SL_RETURN_IF_ERROR(ValidateBackendTable(t, path));
+  Registry& reg = GetRegistry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  return ExtendLocked(reg, t, path);
 }
 
 absl::StatusOr<const sl_backend_v1_t*> LoadBackend(const std::string& name) {
@@ -175,6 +209,7 @@ absl::StatusOr<const sl_backend_v1_t*> LoadBackend(const std::string& name) {
       const sl_backend_v1_t* table = reinterpret_cast<sl_backend_entry_fn>(*fn)();
       absl::Status valid = ValidateBackendTable(table, file);
       if (valid.ok()) {
+        table = ExtendLocked(reg, table, file);
         reg.backends[name] = table;
         return table;
       }
@@ -229,8 +264,8 @@ absl::StatusOr<const sl_backend_v1_t*> ApplyInterposers(
       return absl::InternalError(absl::StrCat("interposer '", *name,
                                               "' failed to wrap: ", err.message));
     }
-    SL_RETURN_IF_ERROR(ValidateBackendTable(wrapped, absl::StrCat("interposer ", *name)));
-    table = wrapped;
+    SL_ASSIGN_OR_RETURN(table,
+                        AdoptBackendTable(wrapped, absl::StrCat("interposer ", *name)));
   }
   return table;
 }

@@ -34,6 +34,13 @@ absl::StatusOr<const sl_backend_v1_t*> ApplyInterposers(
 absl::Status ValidateBackendTable(const sl_backend_v1_t* table,
                                   const std::string& path);
 
+// Validates `table` and returns the table the core should use: `table`
+// itself, or, for a plugin built with a shorter sl_backend_v1_t (an older
+// plugin_abi.h), a zero-extended copy that lives as long as the process, so
+// that the entries appended since read as NULL (plugin_abi.h, "Versioning").
+absl::StatusOr<const sl_backend_v1_t*> AdoptBackendTable(const sl_backend_v1_t* table,
+                                                         const std::string& path);
+
 }  // namespace syncline::internal
 
 #endif  // SYNCLINE_CORE_SRC_LOADER_H_

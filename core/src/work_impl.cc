@@ -58,6 +58,22 @@ absl::Status PluginWork::Wait(absl::Duration timeout) {
   return Finish(r, err);
 }
 
+absl::Status PluginWork::WaitStream(void* stream) {
+  if (done_) return final_;
+  if (table_->request_stream_wait == nullptr) return Wait(absl::InfiniteDuration());
+  sl_error_t err{};
+  const sl_result_t r = table_->request_stream_wait(request_, stream, &err);
+  if (r == SL_OK) return absl::OkStatus();  // queued, or the op already succeeded
+  // The op ended with this error, or the stream could not wait: ask which.
+  int done = 0;
+  sl_error_t test_err{};
+  const sl_result_t tr = table_->request_test(request_, &done, &test_err);
+  if (done) return Finish(tr, test_err);
+  return absl::Status(ToStatusCode(r),
+                      absl::StrCat(context_, ": could not make the stream wait for it: ",
+                                   err.message));
+}
+
 bool PluginWork::Test() {
   if (done_) return true;
   int done = 0;

@@ -21,6 +21,8 @@ class PluginWork final : public Work {
   ~PluginWork() override;
 
   absl::Status Wait(absl::Duration timeout) override;
+  // request_stream_wait when the table has it; otherwise Wait().
+  absl::Status WaitStream(void* stream) override;
   bool Test() override;
   absl::Status status() override;
   uint64_t seq() const override { return seq_; }

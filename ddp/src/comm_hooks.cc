@@ -21,11 +21,14 @@ struct CommFuture::State {
   std::function<at::Tensor(at::Tensor)> fn;
   at::Tensor value;
   bool resolved = false;
+  // The op was waited for in stream order (CUDA): `value` is recorded on
+  // the stream that waits for it, so it may go without a host wait.
+  bool stream_ordered = false;
 
   ~State() {
     // The backend may still write into `value`: never free it under the op.
     // The op has its own deadline, so this wait is bounded.
-    if (work != nullptr && !work->Test()) (void)work->Wait();
+    if (work != nullptr && !stream_ordered && !work->Test()) (void)work->Wait();
   }
 };
 
@@ -73,7 +76,8 @@ at::Tensor CommFuture::Wait() const {
     parent.state_ = s->parent;
     s->value = s->fn(parent.Wait());
   } else if (s->work != nullptr) {
-    ThrowIfError(s->work->Wait(), "comm hook (" + s->work->Describe() + ")");
+    // CUDA buckets: the current stream waits, the host does not (as c10d).
+    s->stream_ordered = internal::WaitForTensorOp(*s->work, s->value, "comm hook");
   }
   s->resolved = true;
   return s->value;

@@ -75,6 +75,19 @@ BufferView TensorView(const at::Tensor& t) {
   return view;
 }
 
+bool WaitForTensorOp(Work& work, const at::Tensor& t, const std::string& what) {
+#if SYNCLINE_DDP_WITH_CUDA
+  if (t.is_cuda()) {
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(t.device().index());
+    ThrowIfError(work.WaitStream(stream.stream()), what + " (" + work.Describe() + ")");
+    t.record_stream(stream);
+    return true;
+  }
+#endif
+  ThrowIfError(work.Wait(), what + " (" + work.Describe() + ")");
+  return false;
+}
+
 std::string DescribeTensor(c10::ScalarType type, at::IntArrayRef sizes) {
   const char* name = "?";
   try {

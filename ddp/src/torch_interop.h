@@ -30,6 +30,18 @@ DataType ToDataType(c10::ScalarType type);
 // A view of the whole contiguous tensor `t` (throws if not contiguous).
 BufferView TensorView(const at::Tensor& t);
 
+// WaitForTensorOp()
+//
+// Waits for `work`, an op that reads or writes `t`. For a CUDA tensor (in a
+// build against a CUDA libtorch) this is what c10d's work.wait() does on
+// NCCL: libtorch's current stream is made to wait for the op on the device
+// (Work::WaitStream) and the host goes on; `t` is recorded on that stream,
+// so the caching allocator reuses its memory only after the op. Returns
+// true then. Otherwise (CPU tensors, CPU-only libtorch) it is Work::Wait()
+// on the host and returns false. Throws std::runtime_error naming `what`
+// if the op failed (on CUDA: if it had failed by the time of the call).
+bool WaitForTensorOp(Work& work, const at::Tensor& t, const std::string& what);
+
 // Short description for messages: "f32[16, 8]".
 std::string DescribeTensor(c10::ScalarType type, at::IntArrayRef sizes);
 

@@ -97,6 +97,19 @@ class CheckRequest : public WrappedRequest {
     return next_->request_wait(inner, left, err);
   }
 
+  // The comparison across ranks is host-side: wait for the handover on the
+  // host (the op's own deadline bounds it), then let the stream wait.
+  sl_result_t StreamWait(void* stream, sl_error_t* err) override {
+    std::unique_lock<std::mutex> lock(pending_->mu);
+    pending_->cv.wait(lock, [&] { return pending_->stage != Stage::kQueued; });
+    if (pending_->stage == Stage::kFailed) {
+      return SlSetError(err, pending_->result, "%s", pending_->message.c_str());
+    }
+    sl_request_t* inner = pending_->inner;
+    lock.unlock();
+    return next_->request_stream_wait(inner, stream, err);
+  }
+
  private:
   const sl_backend_v1_t* const next_;
   const std::shared_ptr<PendingOp> pending_;

@@ -119,6 +119,15 @@ sl_result_t RequestWait(sl_request_t* request, int64_t timeout_ms, sl_error_t* e
   });
 }
 
+sl_result_t RequestStreamWait(sl_request_t* request, void* stream, sl_error_t* err) {
+  return SlGuard(err, "interposer request_stream_wait", [&] {
+    if (request == nullptr) {
+      return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "request_stream_wait: null request");
+    }
+    return Unwrap(request)->StreamWait(stream, err);
+  });
+}
+
 void RequestFree(sl_request_t* request) {
   SlGuardVoid("interposer request_free", [&] { delete Unwrap(request); });
 }
@@ -148,6 +157,19 @@ sl_result_t WrappedRequest::Wait(int64_t timeout_ms, sl_error_t* err) {
   } else {
     // SL_ERR_TIMEOUT means either that this wait ran out (the op goes on) or
     // that the op itself timed out; only the op's end completes it.
+    int done = 0;
+    sl_error_t probe{};
+    const sl_result_t op_rc = next_->request_test(inner_, &done, &probe);
+    if (done) Finish(op_rc, &probe);
+  }
+  return rc;
+}
+
+sl_result_t WrappedRequest::StreamWait(void* stream, sl_error_t* err) {
+  if (next_->request_stream_wait == nullptr) return Wait(-1, err);
+  const sl_result_t rc = next_->request_stream_wait(inner_, stream, err);
+  if (rc != SL_OK) {
+    // Either the op ended with this error or the stream could not wait.
     int done = 0;
     sl_error_t probe{};
     const sl_result_t op_rc = next_->request_test(inner_, &done, &probe);
@@ -212,6 +234,10 @@ sl_result_t Wrap(const InterposerInfo& info, const sl_backend_v1_t* next,
         t.request_test = RequestTest;
         t.request_wait = RequestWait;
         t.request_free = RequestFree;
+        // Passed through only where the next layer has it, so that the core
+        // host-waits (through request_wait, and these hooks) everywhere else.
+        t.request_stream_wait =
+            next->request_stream_wait != nullptr ? RequestStreamWait : nullptr;
         g_slots[i].store(slot, std::memory_order_release);
       }
       if (slot->next == next) {

@@ -11,6 +11,10 @@
 //   - Wrap(): builds the wrapped table (see sl_interposer_v1_t::wrap).
 // Every entry point runs under SlGuard, so no C++ exception crosses the ABI.
 //
+// request_stream_wait (device-side waits, NCCL) is passed through when the
+// next layer has it: WrappedRequest::StreamWait() forwards it, and a plugin
+// whose requests are not plain forwards (check) overrides it.
+//
 // The wrapped table keeps the next layer's name and capabilities (so the
 // core's validation and messages are unchanged) and appends "+<plugin>" to
 // its version, so ranks that stack different interposers fail the core's
@@ -62,6 +66,10 @@ class WrappedRequest {
   // later (check hands the op over from its worker) overrides both.
   virtual sl_result_t Test(int* done, sl_error_t* err);
   virtual sl_result_t Wait(int64_t timeout_ms, sl_error_t* err);
+  // request_stream_wait: forwards to the inner request (a host Wait() when
+  // the next layer has none); an error return that ends the op runs
+  // OnComplete(). Called only when the next layer has the entry.
+  virtual sl_result_t StreamWait(void* stream, sl_error_t* err);
 
  protected:
   // Called once with the op's result and message ("" on success).

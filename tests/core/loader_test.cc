@@ -1,9 +1,17 @@
 // loader_test.cc: every loader failure gives a message that says why.
-#include <cstdlib>
+#include <dlfcn.h>
 
+#include <cstddef>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "syncline/communicator.h"
+#include "syncline/plugin_abi.h"
 
 namespace syncline {
 namespace {
@@ -61,6 +69,78 @@ TEST_F(LoaderTest, MissingDependencyIsNamed) {
               ::testing::HasSubstr("missing dependency libsyncline_test_dep.so"));
 }
 
+// The counters of bad_plugins/abi_compat.cc, read from the copy the loader
+// opened (RTLD_NOLOAD: no second copy).
+int PluginCounter(const std::string& backend, const char* counter) {
+  const std::string path =
+      std::string(BAD_PLUGIN_DIR) + "/libsyncline-backend-" + backend + ".so";
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) return -1;
+  auto fn = reinterpret_cast<int (*)()>(::dlsym(handle, counter));
+  const int value = fn != nullptr ? fn() : -2;
+  ::dlclose(handle);
+  return value;
+}
+
+// Posts a one-rank allreduce on `backend` (wrapped in `plugins`) and calls
+// Work::WaitStream on it; returns how the backend was waited on as
+// {request_wait calls, request_stream_wait calls} during that call.
+std::pair<int, int> WaitStreamOn(const std::string& backend,
+                                 std::vector<std::string> plugins = {}) {
+  CommunicatorOptions options;
+  options.backend = backend;
+  options.plugins = std::move(plugins);
+  options.rank = 0;
+  options.world_size = 1;
+  auto comm = Communicator::Create(options);
+  EXPECT_TRUE(comm.ok()) << comm.status();
+  if (!comm.ok()) return {-1, -1};
+  std::vector<float> data = {1.5f, -2.0f};
+  auto work = (*comm)->Allreduce(View(data));
+  EXPECT_TRUE(work.ok()) << work.status();
+  if (!work.ok()) return {-1, -1};
+  const int waits = PluginCounter(backend, "syncline_test_waits");
+  const int stream_waits = PluginCounter(backend, "syncline_test_stream_waits");
+  const absl::Status status = (*work)->WaitStream(/*stream=*/nullptr);
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(data, (std::vector<float>{1.5f, -2.0f}));
+  return {PluginCounter(backend, "syncline_test_waits") - waits,
+          PluginCounter(backend, "syncline_test_stream_waits") - stream_waits};
+}
+
+TEST_F(LoaderTest, TableOfTheFirstReleaseLoadsWithoutTheEntriesAppendedSince) {
+  // Its request_stream_wait field lies past struct_size and holds an entry
+  // that aborts the process: WaitStream must host-wait instead.
+  EXPECT_EQ(WaitStreamOn("oldabi"), std::make_pair(1, 0));
+}
+
+TEST_F(LoaderTest, CurrentTableGetsItsStreamWaitCalled) {
+  EXPECT_EQ(WaitStreamOn("newabi"), std::make_pair(0, 1));
+}
+
+TEST_F(LoaderTest, TableSmallerThanTheFirstReleaseIsRefused) {
+  absl::Status s = CreateWith("shorttable");
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr(absl::StrCat(
+                  "plugin table is ", offsetof(sl_backend_v1_t, post),
+                  " bytes, expected at least ", SL_BACKEND_V1_MIN_SIZE)));
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("rebuild the plugin"));
+}
+
+#if SYNCLINE_TEST_INTERPOSERS
+TEST_F(LoaderTest, InterposersPassStreamWaitThroughOrLeaveItAbsent) {
+  // Interposers are found next to libsyncline, after BAD_PLUGIN_DIR.
+  ::unsetenv("SYNCLINE_FAULT");
+  EXPECT_EQ(WaitStreamOn("newabi", {"faults"}), std::make_pair(0, 1));
+  // check compares each op across ranks with collectives of its own on the
+  // backend (which it host-waits), so count only the stream waits.
+  EXPECT_EQ(WaitStreamOn("newabi", {"check", "faults"}).second, 1);
+  // Over a backend without it, the wrapped table has none either, so the
+  // core host-waits through the interposer's request_wait.
+  EXPECT_EQ(WaitStreamOn("oldabi", {"faults"}), std::make_pair(1, 0));
+}
+#endif
 TEST_F(LoaderTest, BadBackendMapIsExplained) {
   absl::Status s = CreateWith("gpu:nccl");
   ASSERT_TRUE(absl::IsInvalidArgument(s)) << s;

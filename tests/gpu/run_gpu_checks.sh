@@ -12,10 +12,16 @@
 #      torch.utils.cmake_prefix_path) and build: the NCCL plugin and its
 #      tests, then (optional) the DDP tests, the trainer, the launcher and
 #      the nccl_vs_raw benchmark;
-#   3. the NCCL suites: nccl_plugin_test, and nccl_collective_test, whose
+#   3. the NCCL suites: nccl_plugin_test, nccl_abort_record_test (the store
+#      side of abort propagation, CPU only), and nccl_collective_test, whose
 #      cases run at every world size up to the number of GPUs (world size 1
 #      on a one-GPU machine: NCCL refuses two ranks on one GPU) and skip
-#      above it;
+#      above it. Among them: WaitStream (the caller's stream waits for an
+#      allreduce without a host wait, then a copy on it reads the result),
+#      comm_split through the plugin's table (one GPU), Split by parity, and
+#      an op timeout on rank 0 that the other ranks (blocked in an op, or
+#      idle) must learn of through the store within seconds (two or more
+#      GPUs; those cases skip, saying so, on a one-GPU machine);
 #   4. the DDP equivalence test on CUDA, if ddp_test has CUDA cases;
 #   5. the trainer with --device cuda --amp over NCCL, one rank per GPU;
 #   6. nccl_vs_raw: Syncline vs raw ncclAllReduce busbw and latency.
@@ -78,6 +84,7 @@ finish() {
   exit "$FAILED"
 }
 
+# shellcheck disable=SC2317  # run through bash -c "$(declare -f environment)"
 environment() {
   date -u
   uname -a
@@ -119,7 +126,7 @@ step "configure" 120 1 cmake -S "$ROOT" -B "$BUILD" "${GENERATOR[@]}" \
 JOBS=$(nproc)
 step "build nccl" 200 1 cmake --build "$BUILD" -j"$JOBS" --target \
   syncline-backend-nccl syncline-backend-gloo nccl_plugin_test nccl_collective_test \
-  nccl_load_probe syncline-backend-nccl_norpath || finish
+  nccl_abort_record_test nccl_load_probe syncline-backend-nccl_norpath || finish
 # Optional targets, one by one, so that a missing one (libtorch without CUDA,
 # the benchmark not yet wired into bench/CMakeLists.txt) skips only its step.
 HAVE=()
@@ -133,7 +140,12 @@ have() { [[ " ${HAVE[*]} " == *" $1 "* ]]; }
 export SYNCLINE_PLUGIN_PATH="$BUILD/lib"
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 step "nccl_plugin_test" 60 1 "$BUILD/bin/nccl_plugin_test"
+step "nccl_abort_record_test" 60 1 "$BUILD/bin/nccl_abort_record_test"
 step "nccl_collective_test" 240 1 "$BUILD/bin/nccl_collective_test"
+if ((NGPU < 2)); then
+  echo "== one GPU: the cases where an abort reaches the other ranks through the"
+  echo "   store (AbortReaches*) and Split by parity skipped; they need two GPUs"
+fi
 
 if have ddp_test; then
   CUDA_CASES=$("$BUILD/bin/ddp_test" --gtest_list_tests | grep -ci cuda || true)

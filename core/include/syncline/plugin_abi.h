@@ -14,9 +14,16 @@
  * `sl_result_t` and fills an `sl_error_t` with a human-readable message. A C++
  * exception must never propagate out of a plugin: catch it and translate it.
  *
- * Versioning: `abi_version` must equal SL_ABI_VERSION and `struct_size` must be
- * at least sizeof(sl_backend_v1_t) as compiled into the loader; the loader
- * rejects anything else and says why. New fields are only ever appended.
+ * Versioning: `abi_version` must equal SL_ABI_VERSION. New fields of
+ * sl_backend_v1_t are only ever appended, and each appended field is optional
+ * (NULL means "not provided"). `struct_size` says how much of the struct the
+ * plugin was built with: it must be at least SL_BACKEND_V1_MIN_SIZE (the
+ * struct as first released, ending with `request_free`), and every field that
+ * lies wholly or partly beyond `struct_size` is treated as NULL. The loader
+ * hands the core and every interposer a copy of such a short table, zero
+ * extended to the loader's sizeof(sl_backend_v1_t), so code in the core never
+ * reads past what the plugin provided. A table below the minimum, or of
+ * another `abi_version`, is refused with the reason.
  *
  * Threading: plugins must allow `post`, `request_*` and `comm_abort` to be called
  * from any thread. Calls on one communicator that post ops are serialized by the
@@ -175,7 +182,7 @@ typedef struct sl_request sl_request_t; /* opaque, owned by the plugin */
 
 typedef struct sl_backend_v1 {
   uint32_t abi_version; /* SL_ABI_VERSION */
-  uint32_t struct_size; /* sizeof(sl_backend_v1_t) */
+  uint32_t struct_size; /* sizeof(sl_backend_v1_t) as the plugin was built */
   const char* name;     /* "gloo", "ucx", "nccl" */
   const char* version;  /* version of the plugin and its transport */
   sl_capabilities_t caps;
@@ -191,6 +198,8 @@ typedef struct sl_backend_v1 {
   sl_result_t (*comm_abort)(sl_comm_t* comm, sl_error_t* err);
   /* Optional (may be NULL: the core then builds sub-groups with comm_create).
    * Inputs: parent, color (<0: not in any group), key, store, new_comm_id.
+   * `store` is the child's, scoped to new_comm_id, and stays valid until the
+   * child's comm_destroy returns (as comm_create's store does).
    * Outputs: *child (NULL when color < 0). Collective over parent. */
   sl_result_t (*comm_split)(sl_comm_t* parent, int32_t color, int32_t key,
                             const sl_store_t* store, uint64_t new_comm_id,
@@ -211,7 +220,30 @@ typedef struct sl_backend_v1 {
   /* Inputs: request. Frees it. If still running, the plugin keeps whatever it
    * needs until the op ends (the caller's buffers must stay valid). */
   void (*request_free)(sl_request_t* request);
+
+  /* ---- Appended after the first release: optional, see "Versioning". ---- */
+
+  /* Optional (NULL: the core waits on the host with request_wait instead).
+   * Inputs: request, stream (a cudaStream_t of the op's device; NULL means
+   * that device's legacy default stream). Makes `stream` wait for the op's
+   * completion on the device and returns without blocking the host (a
+   * device-side wait, as cudaStreamWaitEvent). Returns the op's result if it
+   * has already ended (SL_OK when it succeeded); SL_OK when the wait was
+   * queued; another code when `stream` cannot be made to wait (the op is
+   * unaffected: the core then asks request_test whether the op ended). */
+  sl_result_t (*request_stream_wait)(sl_request_t* request, void* stream,
+                                     sl_error_t* err);
 } sl_backend_v1_t;
+
+/* The size of sl_backend_v1_t as first released (up to `request_free`): the
+ * smallest `struct_size` the loader accepts. */
+#define SL_BACKEND_V1_MIN_SIZE offsetof(sl_backend_v1_t, request_stream_wait)
+
+/* True when `table` (of `struct_size` bytes) provides `field`, i.e. the field
+ * lies wholly within the table; it may still be NULL. */
+#define SL_BACKEND_HAS_FIELD(table, field)                   \
+  ((size_t)(table)->struct_size >=                           \
+   offsetof(sl_backend_v1_t, field) + sizeof((table)->field))
 
 typedef const sl_backend_v1_t* (*sl_backend_entry_fn)(void);
 

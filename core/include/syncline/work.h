@@ -10,6 +10,12 @@
 //    ends, it returns DeadlineExceeded and the op keeps running: Wait again or
 //    abort the communicator. The op's own deadline (OpOptions::timeout) still
 //    applies, so an op never runs forever.
+//  - WaitStream(stream) is the GPU form of Wait, what PyTorch's
+//    `work.wait()` does for NCCL: it makes the CUDA stream `stream` wait for
+//    the op on the device and returns without blocking the host. Work queued
+//    on `stream` afterwards sees the op's result. It needs a backend that
+//    runs on CUDA streams (nccl); on every other backend it is Wait() with no
+//    timeout, so callers can use it uniformly.
 //  - Test() never blocks; true when the op has completed (successfully or not).
 //  - status() is the op's final status once Test() is true, and
 //    absl::UnavailableError("still running") before.
@@ -41,6 +47,31 @@ class Work {
 
   // Blocks until completion or `timeout`; see the contract above.
   virtual absl::Status Wait(absl::Duration timeout = absl::InfiniteDuration()) = 0;
+
+  // WaitStream()
+  //
+  // Makes `stream` (a cudaStream_t on the op's device; nullptr means that
+  // device's legacy default stream) wait for the op's completion, without
+  // blocking the host; see the contract above. Returns the op's status if
+  // it has already ended, OK once the device-side wait is queued, and an
+  // error (the op unaffected) if `stream` cannot wait. An op that fails
+  // after this call returns reports it through Wait(), Test() and status(),
+  // and every later op on the communicator fails; the stream itself then
+  // runs on (the backend aborts the op's kernels, so the result is not to be
+  // used). The op's memory may be released in stream order after this call:
+  // work on `stream` runs after the op.
+  //
+  // On backends that run on the host (gloo, ucx) this is Wait(): it blocks
+  // until the op completes, and `stream` is not used.
+  //
+  // Example (PyTorch-style, on the current stream):
+  //   SL_ASSIGN_OR_RETURN(auto work, comm->Allreduce(grad_view, {}));
+  //   SL_RETURN_IF_ERROR(work->WaitStream(current_stream));
+  //   launch_optimizer_step(current_stream);  // reads the reduced gradients
+  virtual absl::Status WaitStream(void* stream) {
+    (void)stream;
+    return Wait();
+  }
 
   // True once the op has completed. Never blocks.
   virtual bool Test() = 0;

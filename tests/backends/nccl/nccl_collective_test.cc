@@ -1,9 +1,11 @@
 // The NCCL backend on real GPUs: every op and dtype on CUDA buffers checked
 // against the oracle of collective_util.h, ordering after the caller's
-// stream, many ops in flight, and the failure paths (an op past its
-// deadline, Abort, a rank that never joins init). Parameterized by world
-// size; NCCL needs one GPU per rank, so a case skips (with the reason) when
-// the machine has fewer GPUs than ranks, and every case skips without a GPU.
+// stream, Work::WaitStream (a device-side wait), many ops in flight, Split,
+// and the failure paths (an op past its deadline, Abort, an abort that
+// reaches the other ranks through the store, a rank that never joins init).
+// Parameterized by world size; NCCL needs one GPU per rank, so a case skips
+// (with the reason) when the machine has fewer GPUs than ranks, and every
+// case skips without a GPU.
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -364,6 +366,141 @@ TEST_P(NcclCollectiveTest, AbortFailsPendingOps) {
   });
 }
 
+// Work::WaitStream: the caller's stream waits for the op on the device and
+// the host does not. The op is held back 1 s (its input stream is stalled);
+// WaitStream must return at once, and a copy queued on another stream right
+// after it must still read the reduced result, not the zeros that were
+// there before. The Work is dropped before the result is read: the backend
+// keeps what the op needs until it ends.
+TEST_P(NcclCollectiveTest, WaitStreamOrdersTheCallersStreamWithoutBlockingTheHost) {
+  RunOnRanks([](Communicator& comm, int rank, int size, cudaStream_t stream) {
+    constexpr size_t kCount = 1 << 20;
+    DeviceCopy send(DataType::kFloat32, kCount), recv(DataType::kFloat32, kCount);
+    ASSERT_TRUE(send.ok() && recv.ok());
+    TypedBuffer input(DataType::kFloat32, kCount);
+    for (size_t i = 0; i < kCount; ++i) input.Set(i, rank + 1);
+    send.Upload(input);
+    ASSERT_EQ(cudaMemset(recv.View(rank).data, 0, recv.bytes()), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    cudaStream_t reader = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking), cudaSuccess);
+    float* pinned = nullptr;
+    ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), recv.bytes()), cudaSuccess);
+
+    BlockStream(stream, 1000);
+    auto work = comm.Allreduce(send.View(rank, stream), recv.View(rank, stream),
+                                AllreduceOptions());
+    ASSERT_TRUE(work.ok()) << work.status();
+    const absl::Time start = absl::Now();
+    const absl::Status status = (*work)->WaitStream(reader);
+    const absl::Duration host_wait = absl::Now() - start;
+    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_LT(host_wait, absl::Milliseconds(250)) << "WaitStream blocked the host";
+    EXPECT_FALSE((*work)->Test()) << "the op cannot have run: its input stream is stalled";
+    ASSERT_EQ(cudaMemcpyAsync(pinned, recv.View(rank).data, recv.bytes(),
+                              cudaMemcpyDeviceToHost, reader),
+              cudaSuccess);
+    work->reset();  // freed while running
+    ASSERT_EQ(cudaStreamSynchronize(reader), cudaSuccess);
+    const float want = static_cast<float>(size * (size + 1) / 2);
+    size_t wrong = 0;
+    for (size_t i = 0; i < kCount; ++i) wrong += pinned[i] != want;
+    EXPECT_EQ(wrong, 0u) << "the reader saw " << pinned[0] << ", want " << want
+                         << ": it did not wait for the allreduce";
+    (void)cudaFreeHost(pinned);
+    (void)cudaStreamDestroy(reader);
+  });
+}
+
+// Rank 0's op passes its deadline (its stream is stalled), so rank 0's
+// watchdog aborts and publishes an abort record. `talking` ranks are blocked
+// in an allreduce with rank 0 (with a 120 s deadline); the others are idle.
+// Every other rank must fail within seconds, naming rank 0 and its op.
+void ExpectPeersLearnOfRankZerosAbort(Communicator& comm, int rank, cudaStream_t stream,
+                                      bool talking) {
+  DeviceCopy buffer(DataType::kFloat32, 1024);
+  ExpectDone(comm.Allreduce(buffer.View(rank, stream)), "warm-up");
+  const uint64_t seq = comm.next_seq();
+  const std::string first = "rank 0 aborted first, at allreduce #" + std::to_string(seq);
+  if (rank == 0) {
+    BlockStream(stream, 1000);
+    AllreduceOptions options;
+    options.timeout = absl::Milliseconds(300);
+    auto work = comm.Allreduce(buffer.View(rank, stream), options);
+    ASSERT_TRUE(work.ok()) << work.status();
+    const absl::Status status = (*work)->Wait(absl::Seconds(60));
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+    absl::SleepFor(absl::Seconds(6));  // stay up while the others check
+    return;
+  }
+  const absl::Time start = absl::Now();
+  if (talking) {
+    AllreduceOptions options;
+    options.timeout = absl::Seconds(120);
+    auto work = comm.Allreduce(buffer.View(rank, stream), options);
+    ASSERT_TRUE(work.ok()) << work.status();
+    const absl::Status status = (*work)->Wait(absl::Seconds(60));
+    ASSERT_FALSE(status.ok());
+    EXPECT_THAT(std::string(status.message()), HasSubstr(first)) << status;
+  } else {
+    // Idle: NCCL has no way to tell this rank; only the store does. Its
+    // next op must be refused at once with rank 0's story.
+    absl::SleepFor(absl::Seconds(4));
+    auto later = comm.Allreduce(buffer.View(rank, stream));
+    ASSERT_FALSE(later.ok()) << "rank " << rank << " never heard of rank 0's abort";
+    EXPECT_THAT(std::string(later.status().message()),
+                AllOf(HasSubstr("earlier failure"), HasSubstr(first)));
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << "not told through the store";
+}
+
+TEST_P(NcclCollectiveTest, AbortReachesPeersBlockedInAnOpThroughTheStore) {
+  if (GetParam() < 2) GTEST_SKIP() << "needs two ranks";
+  RunOnRanks(
+      [](Communicator& comm, int rank, int, cudaStream_t stream) {
+        ExpectPeersLearnOfRankZerosAbort(comm, rank, stream, /*talking=*/true);
+      },
+      "watchdog_ms=5;abort_poll_ms=100");
+}
+
+TEST_P(NcclCollectiveTest, AbortReachesIdlePeersThroughTheStore) {
+  if (GetParam() < 2) GTEST_SKIP() << "needs two ranks";
+  RunOnRanks(
+      [](Communicator& comm, int rank, int, cudaStream_t stream) {
+        ExpectPeersLearnOfRankZerosAbort(comm, rank, stream, /*talking=*/false);
+      },
+      "watchdog_ms=5;abort_poll_ms=100");
+}
+
+// Split: ranks split by parity, reduce in the child, and get the sum over
+// their half only (through comm_split when the core uses it, or through
+// comm_create otherwise: the result must be the same).
+TEST_P(NcclCollectiveTest, SplitByParityReducesWithinEachHalf) {
+  if (GetParam() < 2) GTEST_SKIP() << "needs two ranks";
+  RunOnRanks([](Communicator& comm, int rank, int size, cudaStream_t stream) {
+    auto child = comm.Split(rank % 2, rank);
+    ASSERT_TRUE(child.ok()) << child.status();
+    ASSERT_NE(*child, nullptr);
+    int want_size = 0;
+    double want_sum = 0;
+    for (int r = rank % 2; r < size; r += 2) {
+      ++want_size;
+      want_sum += r + 1;
+    }
+    EXPECT_EQ((*child)->size(), want_size);
+    EXPECT_EQ((*child)->rank(), rank / 2);
+    DeviceCopy buffer(DataType::kFloat64, 257);
+    TypedBuffer host(DataType::kFloat64, 257);
+    for (size_t i = 0; i < 257; ++i) host.Set(i, rank + 1);
+    buffer.Upload(host);
+    ExpectDone((*child)->Allreduce(buffer.View(rank, stream)), "allreduce in the child");
+    buffer.Download(host);
+    EXPECT_EQ("", Compare(host, [&](size_t) { return want_sum; }, true));
+    // The parent still works after the split.
+    ExpectDone(comm.Barrier(), "barrier on the parent");
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, NcclCollectiveTest, ::testing::Values(1, 2, 4, 8),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::to_string(info.param) + "ranks";
@@ -388,6 +525,56 @@ TEST(NcclInit, MissingRankIsNamedAtTheDeadline) {
   EXPECT_EQ(comm, nullptr);
   EXPECT_THAT(err.message, AllOf(HasSubstr("NCCL init did not finish"),
                                  HasSubstr("ranks [1] never started NCCL init")));
+}
+
+// comm_split straight through the plugin's table, on one GPU: a negative
+// color takes part and gets no child; a color gets a working child.
+TEST(NcclSplit, OneRankSplitsThroughTheTable) {
+  const std::string why = SkipReason(1);
+  if (!why.empty()) GTEST_SKIP() << why;
+  std::string load_error;
+  const sl_backend_v1_t* table = LoadNcclTable(&load_error);
+  ASSERT_NE(table, nullptr) << load_error;
+  if (table->comm_split == nullptr) GTEST_SKIP() << "built against NCCL < 2.18";
+  ASSERT_NE(table->request_stream_wait, nullptr);
+  MemoryStore store, child_store;
+  const sl_store_t cstore = store.table();
+  const sl_store_t child_cstore = child_store.table();
+  sl_comm_config_t config{0, 1, &cstore, SL_DEVICE_CUDA, 0, 30000, 7, nullptr};
+  sl_comm_t* parent = nullptr;
+  sl_error_t err{};
+  ASSERT_EQ(table->comm_create(&config, &parent, &err), SL_OK) << err.message;
+  sl_comm_t* child = reinterpret_cast<sl_comm_t*>(&err);  // must be reset
+  EXPECT_EQ(table->comm_split(parent, -1, 0, &child_cstore, 8, &child, &err), SL_OK)
+      << err.message;
+  EXPECT_EQ(child, nullptr);
+  ASSERT_EQ(table->comm_split(parent, 3, 0, &child_cstore, 9, &child, &err), SL_OK)
+      << err.message;
+  ASSERT_NE(child, nullptr);
+  DeviceCopy buffer(DataType::kInt32, 16);
+  ASSERT_TRUE(buffer.ok());
+  TypedBuffer host(DataType::kInt32, 16);
+  for (size_t i = 0; i < 16; ++i) host.Set(i, static_cast<double>(i));
+  buffer.Upload(host);
+  sl_op_t op{};
+  op.kind = SL_OP_ALLREDUCE;
+  op.seq = 1;
+  op.send = sl_buffer_t{buffer.View(0).data, 16, SL_I32, SL_DEVICE_CUDA, 0, nullptr};
+  op.recv = op.send;
+  op.redop = SL_SUM;
+  op.timeout_ms = 30000;
+  sl_request_t* request = nullptr;
+  ASSERT_EQ(table->post(child, &op, &request, &err), SL_OK) << err.message;
+  EXPECT_EQ(table->request_stream_wait(request, nullptr, &err), SL_OK) << err.message;
+  EXPECT_EQ(table->request_wait(request, 30000, &err), SL_OK) << err.message;
+  table->request_free(request);
+  buffer.Download(host);
+  EXPECT_EQ("", Compare(host, [](size_t i) { return static_cast<double>(i); }, true));
+  table->comm_destroy(child);
+  table->comm_destroy(parent);
+  // A clean shutdown publishes no abort record.
+  EXPECT_FALSE(child_store.Has("nccl/abort/record"));
+  EXPECT_FALSE(store.Has("nccl/abort/record"));
 }
 
 }  // namespace

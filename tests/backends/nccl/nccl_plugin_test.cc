@@ -3,6 +3,7 @@
 // load time, creating a communicator without a GPU fails at once with the
 // reason and a hint, and `auto` picks the CPU backend for CPU buffers.
 // On a machine with a GPU, the no-device cases skip and say why.
+#include <nccl.h>
 #include <unistd.h>
 
 #include <string>
@@ -61,7 +62,13 @@ TEST(NcclPlugin, LoadsAndReportsCapabilities) {
     EXPECT_TRUE(table->caps.reduce_dtype_mask[op] & (1u << SL_BF16)) << "redop " << op;
     EXPECT_EQ(table->caps.reduce_dtype_mask[op], (1u << SL_DTYPE_COUNT) - 1);
   }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+  EXPECT_NE(table->comm_split, nullptr) << "ncclCommSplit is available";
+#else
   EXPECT_EQ(table->comm_split, nullptr) << "the core splits with comm_create";
+#endif
+  // The optional device-side wait (Work::WaitStream).
+  EXPECT_NE(table->request_stream_wait, nullptr);
   for (auto* fn :
        {reinterpret_cast<void*>(table->comm_create),
         reinterpret_cast<void*>(table->comm_destroy),

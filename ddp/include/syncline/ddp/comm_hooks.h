@@ -79,9 +79,14 @@ class CommFuture {
   // Non-blocking: true once the Work has completed (successfully or not).
   bool Test() const;
 
-  // Blocks until done, runs pending continuations once and returns the value.
-  // Throws std::runtime_error carrying the core's message (op, sequence
-  // number, ranks) if the collective failed.
+  // Waits until done, runs pending continuations once and returns the value.
+  // For CPU tensors it blocks the host. For CUDA tensors it makes libtorch's
+  // current stream wait for the collective and returns without blocking the
+  // host (Work::WaitStream, as c10d's work.wait() on NCCL); continuations
+  // then queue their kernels behind it. Throws std::runtime_error carrying
+  // the core's message (op, sequence number, ranks) if the collective
+  // failed; on CUDA, a failure after the stream wait was queued surfaces at
+  // the next collective (the backend breaks the communicator).
   at::Tensor Wait() const;
 
   bool valid() const { return state_ != nullptr; }
