@@ -9,12 +9,17 @@ function(syncline_add_test)
   endif()
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE syncline_test_common GTest::gtest_main GTest::gmock ${T_LIBS})
+  # gtest_discover_tests splits a list-valued property into separate
+  # arguments (only the first label survived), so several labels travel as
+  # one, joined with '+': `ctest -L nccl` still selects "backends+nccl"
+  # (-L is a regular expression).
+  list(JOIN T_LABELS "+" labels)
   gtest_discover_tests(${T_NAME}
     DISCOVERY_TIMEOUT 60
     NO_PRETTY_VALUES TRUE
     # No ENVIRONMENT: plugins are found next to libsyncline in the build tree,
     # exactly as in an installed tree.
-    PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
+    PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${labels}")
 endfunction()
 
 # syncline_add_backend(NAME gloo SOURCES ... LIBS ...)
