@@ -3,16 +3,17 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 namespace syncline::ucx_backend {
 namespace {
 
-// One row per option: its name, where it goes and what it means. The error
-// for an unknown key prints this table.
+// One row per switch point: its name, where it goes and what it means. The
+// error for an unknown key prints this table and the other keys.
 struct SizeOption {
   const char* name;
-  size_t Options::*field;
+  std::optional<size_t> Options::*field;
   const char* doc;
 };
 constexpr SizeOption kSizeOptions[] = {
@@ -26,7 +27,6 @@ constexpr SizeOption kSizeOptions[] = {
      "block bytes up to which allgather uses Bruck (above: ring)"},
     {"reduce_scatter_small_max", &Options::reduce_scatter_small_max,
      "block bytes up to which reduce_scatter uses recursive doubling (above: ring)"},
-    {"chunk_bytes", &Options::chunk_bytes, "segment size of the pipelined algorithms"},
 };
 
 bool ParseNumber(std::string_view text, long long* value) {
@@ -51,9 +51,11 @@ bool ParseNumber(std::string_view text, long long* value) {
 std::string KnownKeys() {
   std::string keys;
   for (const auto& option : kSizeOptions) {
-    keys += std::string("\n  ") + option.name + ": " + option.doc;
+    keys += std::string("\n  ") + option.name + ": " + option.doc +
+            " (default: by world size)";
   }
   keys +=
+      "\n  chunk_bytes: segment size of the pipelined algorithms"
       "\n  busy_poll_us: microseconds a waiter polls before sleeping on the event fd"
       "\n  async_progress_delay_us: microseconds before the progress thread drives an "
       "op nobody waits for"
@@ -64,17 +66,24 @@ std::string KnownKeys() {
 bool SetOption(std::string_view key, std::string_view value, Options* options,
                std::string* error) {
   long long number = 0;
+  auto bytes = [&]() {
+    if (ParseNumber(value, &number) && number >= 0) return true;
+    *error = std::string(key) + " must be a byte count >= 0 (e.g. 65536, 64k, 4m or 1g)";
+    return false;
+  };
   for (const auto& option : kSizeOptions) {
     if (key != option.name) continue;
-    if (!ParseNumber(value, &number) || number < 0) {
-      *error = std::string(key) + " must be a byte count >= 0 (e.g. 65536, 64k, 4m or 1g)";
-      return false;
-    }
+    if (!bytes()) return false;
     options->*option.field = static_cast<size_t>(number);
-    if (key == "chunk_bytes" && number < 64) {
+    return true;
+  }
+  if (key == "chunk_bytes") {
+    if (!bytes()) return false;
+    if (number < 64) {
       *error = "chunk_bytes must be at least 64";
       return false;
     }
+    options->chunk_bytes = static_cast<size_t>(number);
     return true;
   }
   if (key == "busy_poll_us" || key == "async_progress_delay_us") {

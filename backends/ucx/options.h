@@ -2,8 +2,10 @@
 // CommunicatorOptions::backend_options ("key=value;key=value").
 //
 // They exist so that tests can force either side of every algorithm switch
-// point and benchmarks can sweep them; the defaults are the thresholds
-// measured on the reference machine (see algorithms/select.cc). Transport
+// point and benchmarks can sweep them. A switch point left unset follows
+// the world size (DefaultSmallMax() in algorithms/algorithms.h: the
+// crossovers measured for 2-4 ranks, the cost model's beyond; see
+// algorithms/select.cc); a set one applies to every world size. Transport
 // choice is not here: UCX_TLS, UCX_NET_DEVICES and every other UCX_* variable
 // pass straight through to UCX.
 //
@@ -18,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace syncline::ucx_backend {
@@ -29,11 +32,12 @@ struct Options {
   // Algorithm switch points, in bytes of one rank's buffer (the allreduce
   // vector, the broadcast/reduce message, one allgather/reduce_scatter
   // block). At or below: the latency algorithm; above: the bandwidth one.
-  size_t allreduce_small_max = 8 << 10;       // recursive doubling | ring
-  size_t broadcast_small_max = 64 << 10;      // binomial tree | pipelined chain
-  size_t reduce_small_max = 64 << 10;         // binomial tree | pipelined chain
-  size_t allgather_small_max = 4 << 10;       // bruck (log2 P rounds) | ring
-  size_t reduce_scatter_small_max = 4 << 10;  // recursive doubling | ring
+  // Unset: DefaultSmallMax(op, world size).
+  std::optional<size_t> allreduce_small_max;       // recursive doubling | ring
+  std::optional<size_t> broadcast_small_max;       // binomial tree | pipelined chain
+  std::optional<size_t> reduce_small_max;          // binomial tree | pipelined chain
+  std::optional<size_t> allgather_small_max;       // bruck (log2 P rounds) | ring
+  std::optional<size_t> reduce_scatter_small_max;  // recursive doubling | ring
   // Segment size of the pipelined (ring, chain) algorithms. Measured
   // (ring allreduce, 2 ranks, shm): 1 MiB segments ran 16-64 MiB at
   // 3.4-4.5 GB/s where 256 KiB segments ran at 0.5-1.3 GB/s, each round

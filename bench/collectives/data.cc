@@ -142,6 +142,7 @@ OpLayout LayoutFor(Op op, DataType dtype, size_t bytes, int ranks) {
   OpLayout layout;
   switch (op) {
     case Op::kAllreduce:
+    case Op::kReduce:
       layout = {count, count, count, 0};
       break;
     case Op::kBroadcast:
@@ -184,20 +185,23 @@ void Scribble(void* data, size_t bytes) { std::memset(data, 0x7f, bytes); }
 int64_t CountWrong(Op op, DataType dtype, ReduceOp redop, int rank, int ranks,
                    const OpLayout& layout, const void* recv) {
   const size_t n = static_cast<size_t>(ranks);
+  if (op == Op::kReduce && rank != 0) return 0;  // only the root receives
   return WithCodec(dtype, [&](auto codec) -> int64_t {
     using Codec = decltype(codec);
     int64_t wrong = 0;
-    const bool exact = redop != ReduceOp::kAvg ||
-                       (op != Op::kAllreduce && op != Op::kReduceScatter);
+    const bool exact =
+        redop != ReduceOp::kAvg ||
+        (op != Op::kAllreduce && op != Op::kReduceScatter && op != Op::kReduce);
     const size_t count = layout.recv_count;
     const size_t block = op == Op::kAllreduce || op == Op::kBroadcast ||
-                                 op == Op::kReduceScatter
+                                 op == Op::kReduce || op == Op::kReduceScatter
                              ? count
                              : count / n;
     for (size_t i = 0; i < count; ++i) {
       double want = 0;
       switch (op) {
         case Op::kAllreduce:
+        case Op::kReduce:
           want = Reduced<Codec>(redop, ranks, i);
           break;
         case Op::kReduceScatter:

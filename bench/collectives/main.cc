@@ -3,11 +3,12 @@
 //
 // Usage:
 //   syncline-bench-collectives [--backends=gloo,ucx] [--world_sizes=2,3,4]
-//       [--ops=allreduce,allgather,reduce_scatter,broadcast,alltoall]
+//       [--ops=allreduce,allgather,reduce_scatter,broadcast,alltoall,reduce]
 //       [--dtypes=f32,bf16,...] [--redop=sum|min|max|avg]
 //       [--min_bytes=8] [--max_bytes=64M] [--factor=4] [--fine]
 //       [--warmup=2] [--repetitions=5] [--timeout_s=120] [--json=FILE]
 //       [--backend_options="key=value;..."] [--system_suffix=/label]
+//       [--variant=LABEL:"key=value;..." ...]
 //       [--benchmark_* flags of Google Benchmark]
 //
 // Without a rendezvous in the environment it is its own launcher: for each
@@ -17,7 +18,12 @@
 // size factor to 2. --json writes every row (all backends and world sizes).
 // --backend_options goes to every backend (e.g. "allreduce_small_max=0"
 // forces the UCX backend's ring), and --system_suffix labels such a run's
-// rows ("syncline-ucx/ring").
+// rows ("syncline-ucx/ring"). --variant (repeatable) measures several
+// option sets in one job, their repetitions interleaved: e.g.
+//   --backends=ucx --variant=rd:allreduce_small_max=1g
+//   --variant=ring:allreduce_small_max=0
+// gives rows "syncline-ucx/rd" and "syncline-ucx/ring", each the median of
+// its repetitions, with every row's repetitions in "samples_us".
 #include <unistd.h>
 
 #include <cstdio>
@@ -53,7 +59,8 @@ bool InJob() {
                "[--world_sizes=2] [--ops=LIST] [--dtypes=LIST] [--redop=sum]\n"
                "  [--min_bytes=8] [--max_bytes=64M] [--factor=4] [--fine] [--warmup=2]\n"
                "  [--repetitions=5] [--timeout_s=120] [--json=FILE]\n"
-               "  [--backend_options=\"k=v;...\"] [--system_suffix=/label] [--benchmark_*...]\n",
+               "  [--backend_options=\"k=v;...\"] [--system_suffix=/label]\n"
+               "  [--variant=LABEL:\"k=v;...\" ...] [--benchmark_*...]\n",
                why.c_str());
   std::exit(2);
 }
@@ -123,6 +130,11 @@ BenchConfig ParseFlags(int argc, char** argv, std::vector<std::string>* rest) {
       config.backend_options = value;
     } else if (key == "--system_suffix") {
       config.system_suffix = value;
+    } else if (key == "--variant") {
+      const size_t colon = value.find(':');
+      if (colon == 0 || colon == std::string::npos)
+        Usage("--variant needs LABEL:OPTIONS");
+      config.variants.push_back({value.substr(0, colon), value.substr(colon + 1)});
     } else if (arg.rfind("--benchmark_", 0) == 0) {
       rest->push_back(arg);
     } else {

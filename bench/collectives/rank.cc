@@ -81,6 +81,12 @@ void PostAndWait(Communicator* comm, const CaseInfo& info, void* send, void* rec
       return Run(comm, comm->Broadcast(out), "broadcast");
     case Op::kAlltoall:
       return Run(comm, comm->Alltoall(in, out), "alltoall");
+    case Op::kReduce: {
+      ReduceOptions options;
+      options.op = info.redop;
+      options.root = 0;
+      return Run(comm, comm->Reduce(in, out, options), "reduce");
+    }
   }
 }
 
@@ -160,24 +166,40 @@ int RunRank(const BenchConfig& config, int* argc, char** argv,
   auto store = ConnectRendezvousStore(*info, timeout);
   if (!store.ok()) Die(info->rank, "store", store.status());
 
-  std::vector<std::unique_ptr<Communicator>> comms;
+  // One communicator per backend, or per backend and variant.
+  struct System {
+    std::unique_ptr<Communicator> comm;
+    std::string name;  // "syncline-ucx", "syncline-ucx/ring"
+  };
+  std::vector<BenchConfig::Variant> variants = config.variants;
+  if (variants.empty()) variants.push_back({"", ""});
+  std::vector<System> comms;
   for (const std::string& backend : config.backends) {
-    CommunicatorOptions options;
-    options.rank = info->rank;
-    options.world_size = info->world_size;
-    options.backend = backend;
-    options.timeout = timeout;
-    options.store = MakePrefixStore("bench-" + backend, *store);
-    options.backend_options = config.backend_options;
-    auto comm = Communicator::Create(options);
-    if (!comm.ok()) {
-      if (info->rank == 0) {
-        std::printf("# %s: not available: %s\n", backend.c_str(),
-                    comm.status().ToString().c_str());
+    for (const BenchConfig::Variant& variant : variants) {
+      CommunicatorOptions options;
+      options.rank = info->rank;
+      options.world_size = info->world_size;
+      options.backend = backend;
+      options.timeout = timeout;
+      const std::string label = variant.label.empty() ? "" : "/" + variant.label;
+      options.store = MakePrefixStore("bench-" + backend + label, *store);
+      options.backend_options = config.backend_options;
+      if (!variant.options.empty()) {
+        if (!options.backend_options.empty()) options.backend_options += ";";
+        options.backend_options += variant.options;
       }
-      continue;
+      auto comm = Communicator::Create(options);
+      if (!comm.ok()) {
+        if (info->rank == 0) {
+          std::printf("# %s%s: not available: %s\n", backend.c_str(), label.c_str(),
+                      comm.status().ToString().c_str());
+        }
+        continue;
+      }
+      const std::string name =
+          "syncline-" + (*comm)->backend_name() + config.system_suffix + label;
+      comms.push_back({std::move(*comm), name});
     }
-    comms.push_back(std::move(*comm));
   }
 
   if (comms.empty()) {
@@ -191,42 +213,61 @@ int RunRank(const BenchConfig& config, int* argc, char** argv,
   Buffer send = AllocateTouched(max_bytes + 64);
   Buffer recv = AllocateTouched(max_bytes + 64);
 
+  // Without variants: per system, op, dtype and size, one case of
+  // `repetitions` repetitions. With variants (interleaved): per op, dtype
+  // and size, `repetitions` rounds of one repetition of every system.
+  const bool interleave = !config.variants.empty();
+  const int repetitions = std::max(config.repetitions, 1);
   std::map<std::string, CaseInfo> cases;
-  for (const auto& comm : comms) {
+  auto add_case = [&](const System& system, Op op, DataType dtype, size_t bytes) {
+    CaseInfo c;
+    c.system = system.name;
+    c.op = op;
+    c.dtype = dtype;
+    c.redop = config.redop;
+    c.ranks = system.comm->size();
+    c.layout = LayoutFor(op, dtype, bytes, system.comm->size());
+    const std::string name = c.system + "/n" + std::to_string(c.ranks) + "/" +
+                             OpName(op) + "/" + DataTypeName(dtype) + "/" +
+                             std::to_string(c.layout.bytes);
+    Communicator* raw = system.comm.get();
+    void* s = send.get();
+    void* r = recv.get();
+    const int warmup = std::max(config.warmup, 1);
+    auto* b = benchmark::RegisterBenchmark(
+        name.c_str(), [raw, c, s, r, warmup](benchmark::State& state) {
+          RunCase(state, raw, c, s, r, warmup);
+        });
+    b->Iterations(IterationsFor(c.layout.bytes))
+        ->Repetitions(interleave ? 1 : repetitions)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+    if (!interleave && repetitions > 1) b->ReportAggregatesOnly(true);
+    cases[name] = c;
+  };
+  if (interleave) {
     for (Op op : config.ops) {
       for (DataType dtype : config.dtypes) {
         for (size_t bytes : Sizes(config.sizes)) {
-          CaseInfo c;
-          c.system = "syncline-" + comm->backend_name() + config.system_suffix;
-          c.op = op;
-          c.dtype = dtype;
-          c.redop = config.redop;
-          c.ranks = comm->size();
-          c.layout = LayoutFor(op, dtype, bytes, comm->size());
-          const std::string name = c.system + "/n" + std::to_string(c.ranks) + "/" +
-                                   OpName(op) + "/" + DataTypeName(dtype) + "/" +
-                                   std::to_string(c.layout.bytes);
-          Communicator* raw = comm.get();
-          void* s = send.get();
-          void* r = recv.get();
-          const int warmup = std::max(config.warmup, 1);
-          auto* b = benchmark::RegisterBenchmark(
-              name.c_str(), [raw, c, s, r, warmup](benchmark::State& state) {
-                RunCase(state, raw, c, s, r, warmup);
-              });
-          b->Iterations(IterationsFor(c.layout.bytes))
-              ->Repetitions(std::max(config.repetitions, 1))
-              ->UseManualTime()
-              ->Unit(benchmark::kMicrosecond);
-          if (config.repetitions > 1) b->ReportAggregatesOnly(true);
-          cases[name] = c;
+          for (int rep = 0; rep < repetitions; ++rep) {
+            for (const System& system : comms) add_case(system, op, dtype, bytes);
+          }
+        }
+      }
+    }
+  } else {
+    for (const System& system : comms) {
+      for (Op op : config.ops) {
+        for (DataType dtype : config.dtypes) {
+          for (size_t bytes : Sizes(config.sizes)) add_case(system, op, dtype, bytes);
         }
       }
     }
   }
 
   benchmark::Initialize(argc, argv);
-  NcclTableReporter table(cases, MachineBanner("syncline-bench-collectives"));
+  NcclTableReporter table(cases, MachineBanner("syncline-bench-collectives"),
+                          interleave ? repetitions : 0);
   SilentReporter silent;
   if (info->rank == 0) {
     benchmark::RunSpecifiedBenchmarks(&table);

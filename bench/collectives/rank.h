@@ -13,7 +13,8 @@
 // iterations (the output is scribbled again before the last one, which is
 // checked after the loop). The slowest rank's mean op time and the wrong
 // counts of every rank are combined with two small allreduces outside the
-// timed region.
+// timed region. With --variant, every variant's repetitions of one
+// (op, dtype, size) alternate (see BenchConfig::variants).
 #ifndef SYNCLINE_BENCH_COLLECTIVES_RANK_H_
 #define SYNCLINE_BENCH_COLLECTIVES_RANK_H_
 
@@ -41,6 +42,17 @@ struct BenchConfig {
   // "allreduce_small_max=0" to force the UCX backend's ring.
   std::string backend_options;
   std::string system_suffix;  // appended to the system name, e.g. "/ring"
+  // --variant=LABEL:OPTIONS, repeatable: one communicator per backend and
+  // variant, its options appended to backend_options and "/LABEL" to its
+  // system name. With variants the repetitions are interleaved: per (op,
+  // dtype, size), repetition 1 of every variant, then repetition 2 of
+  // every variant, ..., so that load changes on the machine hit every
+  // variant alike; the row is the median over that variant's repetitions.
+  struct Variant {
+    std::string label;
+    std::string options;
+  };
+  std::vector<Variant> variants;
 };
 
 // RunRank()

@@ -9,6 +9,12 @@
 // repetitions. It prints a section header whenever the backend, rank count,
 // op or dtype changes, and keeps the rows for the JSON file.
 //
+// Interleaved mode (interleaved_repetitions > 0): each case is registered
+// that many times with one repetition each, alternating with the other
+// variants' cases; the reporter gathers a case's runs, and once it has all
+// of them makes the row (median time, every repetition in samples_us). The
+// rows are printed at the end, grouped by system.
+//
 // Thread safety: Google Benchmark calls it from the thread that runs the
 // benchmarks; rows() is read after RunSpecifiedBenchmarks() returns.
 #ifndef SYNCLINE_BENCH_COLLECTIVES_REPORTER_H_
@@ -39,18 +45,28 @@ struct CaseInfo {
 class NcclTableReporter : public benchmark::BenchmarkReporter {
  public:
   // `banner` is printed once before the first table (machine, date, ...).
-  NcclTableReporter(std::map<std::string, CaseInfo> cases, std::string banner);
+  NcclTableReporter(std::map<std::string, CaseInfo> cases, std::string banner,
+                    int interleaved_repetitions = 0);
 
   bool ReportContext(const Context& context) override;
   void ReportRuns(const std::vector<Run>& runs) override;
+  void Finalize() override;
 
   const std::vector<Row>& rows() const { return rows_; }
 
  private:
+  Row MakeRow(const CaseInfo& info) const;
+  void Print(const Row& row);
+
   std::map<std::string, CaseInfo> cases_;
   std::string banner_;
+  int interleaved_repetitions_;
   std::string section_;  // the (system, ranks, op, dtype) of the last row
   std::vector<Row> rows_;
+  // Interleaved mode: each case's row so far (samples_us and wrong filled
+  // run by run), by registered name, and the rows complete so far.
+  std::map<std::string, Row> partial_;
+  std::vector<Row> finished_;
 };
 
 // Prints nothing: the reporter of every rank but rank 0.

@@ -19,9 +19,12 @@ struct OpEntry {
   const char* name;
 };
 constexpr OpEntry kOps[] = {
-    {Op::kAllreduce, "allreduce"},         {Op::kAllgather, "allgather"},
-    {Op::kReduceScatter, "reduce_scatter"}, {Op::kBroadcast, "broadcast"},
+    {Op::kAllreduce, "allreduce"},
+    {Op::kAllgather, "allgather"},
+    {Op::kReduceScatter, "reduce_scatter"},
+    {Op::kBroadcast, "broadcast"},
     {Op::kAlltoall, "alltoall"},
+    {Op::kReduce, "reduce"},
 };
 
 // JSON strings here are names we chose; escape the two characters that
@@ -52,7 +55,7 @@ std::optional<Op> ParseOp(const std::string& name) {
 }
 
 double BusFactor(Op op, int ranks) {
-  if (ranks <= 1) return op == Op::kBroadcast ? 1.0 : 0.0;
+  if (ranks <= 1) return op == Op::kBroadcast || op == Op::kReduce ? 1.0 : 0.0;
   const double n = ranks;
   switch (op) {
     case Op::kAllreduce:
@@ -62,6 +65,7 @@ double BusFactor(Op op, int ranks) {
     case Op::kAlltoall:
       return (n - 1) / n;
     case Op::kBroadcast:
+    case Op::kReduce:
       return 1.0;
   }
   return 1.0;
@@ -148,9 +152,20 @@ std::string RowJson(const Row& row) {
                 "\"algbw\": %.6f, \"busbw\": %.6f, \"wrong\": %lld",
                 row.ranks, row.bytes, row.count, row.time_us, row.algbw, row.busbw,
                 static_cast<long long>(row.wrong));
+  std::string samples;
+  if (!row.samples_us.empty()) {
+    samples = ", \"samples_us\": [";
+    for (size_t i = 0; i < row.samples_us.size(); ++i) {
+      char value[32];
+      std::snprintf(value, sizeof(value), "%s%.4f", i == 0 ? "" : ", ",
+                    row.samples_us[i]);
+      samples += value;
+    }
+    samples += "]";
+  }
   return "{\"system\": " + Quoted(row.system) + ", \"op\": " + Quoted(row.op) +
          ", \"dtype\": " + Quoted(row.dtype) + ", \"redop\": " + Quoted(row.redop) +
-         ", " + numbers + "}";
+         ", " + numbers + samples + "}";
 }
 
 bool WriteRowsJson(const std::string& path, const std::string& program,

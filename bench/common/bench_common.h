@@ -28,18 +28,19 @@
 namespace syncline::bench {
 
 // The collectives the benchmarks measure.
-enum class Op { kAllreduce, kAllgather, kReduceScatter, kBroadcast, kAlltoall };
+enum class Op { kAllreduce, kAllgather, kReduceScatter, kBroadcast, kAlltoall, kReduce };
 
 // OpName() / ParseOp()
 //
-// "allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall".
+// "allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall",
+// "reduce" (to root 0).
 const char* OpName(Op op);
 std::optional<Op> ParseOp(const std::string& name);
 
 // BusFactor()
 //
 // nccl-tests' bus-bandwidth factors: 2(n-1)/n for allreduce; (n-1)/n for
-// allgather, reduce_scatter and alltoall; 1 for broadcast.
+// allgather, reduce_scatter and alltoall; 1 for broadcast and reduce.
 double BusFactor(Op op, int ranks);
 
 // Sizes()
@@ -81,6 +82,10 @@ struct Row {
   double algbw = 0;    // GB/s (1e9 bytes/s)
   double busbw = 0;    // GB/s
   int64_t wrong = 0;   // wrong elements, summed over ranks and checks
+  // Each repetition's time (us), in the order run; written to JSON as
+  // "samples_us" when not empty (the interleaved sweeps keep them so that
+  // their spread can be judged).
+  std::vector<double> samples_us;
 };
 
 // Fills algbw and busbw from bytes, time_us, op and ranks.

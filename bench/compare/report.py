@@ -158,6 +158,29 @@ def ddp_figures(path):
             float(floor.group(1)) if floor else None)
 
 
+def consistency_section(rows):
+    """The collective benchmark run on its own (run.sh's last step, rows
+    "<system>/standalone": allreduce at the largest size only) against the
+    comparison's figure for the same backend: busbw within 10%."""
+    lines = []
+    for system in SYNCLINE:
+        alone = {r["bytes"]: r for r in rows
+                 if r["system"] == system + "/standalone" and r["op"] == "allreduce"}
+        here = {r["bytes"]: r for r in rows if r["system"] == system and r["op"] == "allreduce"}
+        for nbytes in sorted(set(alone) & set(here)):
+            a, c = alone[nbytes]["busbw"], here[nbytes]["busbw"]
+            diff = (a - c) / c * 100 if c else float("nan")
+            lines.append([system, human(nbytes), fmt(c), fmt(a), "%+.1f%%" % diff,
+                          "yes" if abs(diff) <= 10 else "no"])
+    if not lines:
+        return ""
+    return "\n".join(["### The collective benchmark on its own against this comparison", "",
+                      "syncline-bench-collectives run again by itself after everything else "
+                      "(allreduce, 2 ranks, the largest size) against the figure above.", "",
+                      table(["system", "size", "busbw here (GB/s)", "busbw standalone (GB/s)",
+                             "difference", "within 10%"], lines), ""])
+
+
 def ddp_section(raw_dir):
     mine, mine_floor = ddp_figures(os.path.join(raw_dir, "ddp_step.txt"))
     ucx, ucx_floor = ddp_figures(os.path.join(raw_dir, "ddp_step_ucx.txt"))
@@ -222,6 +245,7 @@ def main():
         parts.append(text)
     parts.append(latency_section(rows))
     parts.append(targets_section(data))
+    parts.append(consistency_section(rows))
     parts.append(ddp_section(args.raw))
     missing = [s for s in ALL if not any(s in data[op] for op in OPS)]
     if missing:

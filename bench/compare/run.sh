@@ -13,7 +13,8 @@
 #   BENCH_SKIP_SETUP=1   do not run scripts/setup.sh (no apt)
 #   BENCH_SKIP_DDP=1     skip the DDP step comparison
 # Output: the report on stdout and bench/results/compare.md + compare.png,
-# model.md + model.png, raw/ (every program's rows as JSON, and logs).
+# model.md + model.png, switch_points.md, raw/ (every program's rows as
+# JSON, and logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -116,18 +117,14 @@ fi
 measure scaling 300 "$BIN/syncline-bench-collectives" --backends="$BACKENDS" --world_sizes=3,4 \
   --ops=allreduce "${SIZES[@]}" --repetitions=3 --json="$RAW/scaling.json"
 
-# The UCX allreduce switch point, measured: recursive doubling and ring each
-# forced through the backend's options, 3 and 4 ranks (2 ranks run the same
-# single exchange either way), sizes by 2; the model compares it with the
-# backend's threshold and its own prediction.
+# The UCX backend's switch points, measured: every op with a switch point
+# on 2, 3 and 4 ranks, sizes by 2, its latency and bandwidth algorithms
+# forced through the backend options with their repetitions interleaved
+# (bench/model/sweep_switch_points.sh; about a minute). switch_points.py
+# compares them with the defaults and the cost model.
 if [ "$BACKENDS" = gloo,ucx ]; then
-  for variant in "rd:allreduce_small_max=1073741824" "ring:allreduce_small_max=0"; do
-    name=${variant%%:*}
-    measure "switch_$name" 300 "$BIN/syncline-bench-collectives" --backends=ucx \
-      --world_sizes=3,4 --ops=allreduce --min_bytes=256 --max_bytes=16M --factor=2 \
-      --repetitions=3 --backend_options="${variant#*:}" --system_suffix="/$name" \
-      --json="$RAW/switch_$name.json"
-  done
+  measure switch_sweep 300 env SWEEP_MIN_BYTES=64 SWEEP_MAX_BYTES=8M SWEEP_REPETITIONS=5 \
+    bench/model/sweep_switch_points.sh "$BIN" "$RAW/switch_sweep.json"
 fi
 
 if [ "${BENCH_SKIP_DDP:-0}" != 1 ]; then
@@ -144,6 +141,12 @@ if [ "${BENCH_SKIP_DDP:-0}" != 1 ]; then
   measure ddp_pytorch 300 "$PY" bench/compare/ddp_pytorch.py --json "$RAW/ddp_pytorch.json"
 fi
 
+# The collective benchmark on its own, at the largest size: its busbw must
+# agree with the comparison's figure above within 10% (report.py checks).
+measure standalone 300 "$BIN/syncline-bench-collectives" --backends="$BACKENDS" \
+  --world_sizes=2 --ops=allreduce --min_bytes="$MAX" --max_bytes="$MAX" \
+  --repetitions="$REPS" --system_suffix=/standalone --json="$RAW/standalone.json"
+
 note "report"
 "$PY" bench/compare/report.py --raw "$RAW" --header "$RAW/header.txt" \
   --md "$OUT/compare.md" --png "$OUT/compare.png"
@@ -153,5 +156,9 @@ if [ -f "$RAW/ddp_pytorch.log" ]; then echo; cat "$RAW/ddp_pytorch.log"; fi
 note "scaling model"
 "$PY" bench/model/model.py --raw "$RAW" --md "$OUT/model.md" --png "$OUT/model.png" ||
   echo "run.sh: the scaling model failed" >&2
+if [ -f "$RAW/switch_sweep.json" ]; then
+  "$PY" bench/model/switch_points.py --raw "$RAW" --md "$OUT/switch_points.md" > /dev/null ||
+    echo "run.sh: switch_points.py failed" >&2
+fi
 note "done in $(( $(date +%s) - START )) s; results in bench/results/"
 exit $status

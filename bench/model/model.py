@@ -16,14 +16,16 @@ and Gropp 2005; Chan et al. 2007):
   broadcast  binomial tree lg P (a + N b);  scatter + allgather
              (lg P + P - 1) a + 2 (P-1)/P N b
 
-Calibration (this machine), per Syncline backend, on its own 2-rank
-allreduce: alpha from the smallest sizes (per message step; the software
-cost of an op is folded into it), beta from the three largest sizes, gamma from the measured accumulate bandwidth
-(syncline-bench-membw). The check predicts the
-measured 2-, 3- and 4-rank allreduce with the algorithms the backend runs
-(Gloo: ring; UCX: the fastest of recursive doubling, ring and Rabenseifner).
-When P exceeds the cores the ranks time-share them: the model multiplies the
-cost by P/cores and says so.
+Calibration and check (this machine). Syncline over Gloo: alpha and beta
+from its own 2-rank allreduce (ring), gamma from the measured accumulate
+bandwidth (syncline-bench-membw). Syncline over UCX: bench/model/ucx_model.py,
+the backend's own algorithms round by round with UCX's eager/rendezvous
+switch, calibrated on the switch-point sweeps (every op, 2-4 ranks, both
+algorithms forced). Both are checked against the measured 2-, 3- and 4-rank
+allreduce. With more ranks than cores the ranks time-share them: a rank
+that waits for a descheduled peer spins and yields until the scheduler runs
+it, so every exchange round pays a delay q_P (fitted, stated below); this
+replaces the old blanket ranks/cores factor.
 
 Cluster prediction (stated assumptions, not measurements): 8 GPUs per node
 on NVLink, one 400 Gb/s InfiniBand NIC per GPU (8 rails). The fastest of: a
@@ -40,8 +42,12 @@ import glob
 import json
 import math
 import os
-import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import crossover  # noqa: E402
+import switch_points  # noqa: E402
+import ucx_model  # noqa: E402
 
 # Cluster assumptions (per GPU).
 NVLINK_GBPS = 360.0     # effective NVLink busbw inside a node (H100-class)
@@ -131,128 +137,88 @@ def series(rows, system, op, ranks):
 
 
 def calibrate(rows, system):
-    """Fits alpha and beta to `system`'s 2-rank allreduce, gamma to membw.
-
-    At 2 ranks, ring allreduce is two message steps (2a + N b + N/2 g) and
-    recursive doubling one (a + N b + N g). alpha is the smallest sizes'
-    time over the steps of the backend's small-message algorithm (the
-    per-op software cost is folded into it); beta is the median over the
-    three largest sizes (where bandwidth dominates) of the ring formula
-    solved for beta; gamma is the measured accumulate
-    time per byte (syncline-bench-membw, largest size)."""
+    """Fits `system`'s 2-rank allreduce (Gloo's ring: 2 rounds at 2 ranks)
+    with a per-op software cost o, a per-round alpha and a per-byte beta
+    (least Huber loss of the log error over every size); gamma is the
+    measured accumulate time per byte (syncline-bench-membw)."""
     ar = series(rows, system, "allreduce", 2)
     if len(ar) < 4:
         return None
+    cal = {"o": 100e-6, "alpha": 50e-6, "beta": 5e-10, "gamma": membw_gamma(rows), "q": {},
+           "source": "%s allreduce, 2 ranks" % system}
+
+    def loss(v):
+        cal["o"], cal["alpha"], cal["beta"] = (math.exp(u) for u in v)
+        return sum(huber(math.log(gloo_time(cal, 2, nb) / t)) for nb, t in ar)
+
+    v, _ = ucx_model.nelder_mead(loss, [math.log(cal[k]) for k in ("o", "alpha", "beta")],
+                                 [1.0, 1.0, 1.0], iterations=800)
+    cal["o"], cal["alpha"], cal["beta"] = (math.exp(u) for u in v)
+    return cal
+
+
+def membw_gamma(rows):
     sums = sorted((r["bytes"], r["time_us"] * 1e-6) for r in rows if r["system"] == "membw-sum")
-    gamma = sums[-1][1] / sums[-1][0] if sums else 0.0
-    small_steps = 1 if "recursive doubling" in BACKEND_ALGORITHMS[system] else 2
-    small = sorted(t for _, t in ar[:3])[1]  # the middle of the 3 smallest
-    alpha = small / small_steps
-    large = ar[-3:]
-    slopes = sorted((t - 2 * alpha - nb * gamma / 2) / nb for nb, t in large)
-    beta = max(slopes[len(slopes) // 2], 1e-13)
-    return {"alpha": alpha, "beta": beta, "gamma": gamma,
-            "source": "%s allreduce, 2 ranks" % system}
+    return sums[-1][1] / sums[-1][0] if sums else 1e-10
 
 
-# The algorithms each backend runs for allreduce: Gloo's ring, and the UCX
-# backend's own set, of which the model assumes it picks the fastest.
-BACKEND_ALGORITHMS = {
-    "syncline-gloo": ["ring"],
-    "syncline-ucx": ["recursive doubling", "ring", "Rabenseifner"],
-}
+def gloo_time(cal, p, nb):
+    """Gloo's ring through Syncline: the per-op cost o (the hand-off to
+    the backend's worker thread), then 2(P-1) rounds, each paying alpha
+    and, with more ranks than cores, the scheduling delay q_P."""
+    rounds = 2 * (p - 1)
+    return (cal["o"] + ring_allreduce(p, nb, cal["alpha"], cal["beta"], cal["gamma"]) +
+            rounds * cal["q"].get(p, 0.0))
 
 
-def predict(system, cal, p, nb, cores):
-    """Modelled allreduce time of `system` on p ranks sharing `cores`."""
-    share = max(1.0, p / cores)
-    best = min(ALLREDUCE[name](p, nb, cal["alpha"], cal["beta"], cal["gamma"])
-               for name in BACKEND_ALGORITHMS[system])
-    return share * best
+def fit_gloo_q(rows, cal):
+    """q_P (P > 2) for Gloo: the per-round delay that best fits (least
+    Huber loss of the log error) that P's measured allreduce."""
+    for p in (3, 4):
+        pts = series(rows, "syncline-gloo", "allreduce", p)
+        if not pts:
+            continue
+
+        def loss(v, p=p, pts=pts):
+            cal["q"][p] = math.exp(v[0])
+            return sum(huber(math.log(gloo_time(cal, p, nb) / t)) for nb, t in pts)
+
+        v, _ = ucx_model.nelder_mead(loss, [math.log(100e-6)], [1.0], iterations=200)
+        cal["q"][p] = math.exp(v[0])
 
 
-def check_section(rows, system, cal, cores):
+def huber(e):
+    e = abs(e)
+    return e * e if e < 0.5 else 0.5 * (2 * e - 0.5)
+
+
+def ucx_time(x, p, nb, conf):
+    """The UCX backend's allreduce as it runs by default: recursive
+    doubling up to the configured switch point for p ranks, ring above."""
+    t = conf.get(p, conf.get(0, {})).get("allreduce", 8 << 10)
+    return ucx_model.predict(x, "allreduce", p, nb, "small" if nb <= t else "large")
+
+
+def check_section(rows, system, model, cores):
     """Model against measurement for 2, 3 and 4 ranks; (lines, errors)."""
     lines, errors = [], {}
     for p in (2, 3, 4):
         for nb, t in series(rows, system, "allreduce", p):
-            model = predict(system, cal, p, nb, cores)
-            err = (model - t) / t * 100
+            m = model(p, nb)
+            err = (m - t) / t * 100
             errors.setdefault(p, []).append(abs(err))
-            lines.append("| %d | %d | %.1f | %.1f | %+.0f%% |" % (p, nb, t * 1e6, model * 1e6, err))
+            lines.append("| %d | %d | %.1f | %.1f | %+.0f%% |" % (p, nb, t * 1e6, m * 1e6, err))
     head = ["| ranks | size (B) | measured (us) | model (us) | error |", "|---|---|---|---|---|"]
     return head + lines, errors
 
 
-def crossover(p, a, b, g, small, large):
-    n = 8
-    while n <= 1 << 30:
-        if ALLREDUCE[large](p, n, a, b, g) < ALLREDUCE[small](p, n, a, b, g):
-            return n
-        n *= 2
-    return None
-
-
-def configured_threshold():
-    """allreduce_small_max from backends/ucx/options.h, or None."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                        "backends", "ucx", "options.h")
-    try:
-        match = re.search(r"size_t\s+allreduce_small_max\s*=\s*([0-9<\s*]+);", open(path).read())
-    except OSError:
-        return None
-    if not match:
-        return None
-    value = 0
-    for factor in match.group(1).split("*"):
-        base, _, shift = factor.partition("<<")
-        value = (value or 1) * (int(base) << int(shift or 0))
-    return value
-
-
-def measured_crossover(rd, ring):
-    """First size from which the forced ring beats forced recursive doubling
-    at every larger size; None when it never does."""
-    rd, ring = dict(rd), dict(ring)
-    sizes = sorted(set(rd) & set(ring))
-    for i, n in enumerate(sizes):
-        if all(ring[m] < rd[m] for m in sizes[i:]):
-            return n
-    return None
-
-
-def switch_section(rows, cal):
-    """The UCX allreduce switch point: configured, measured, modelled."""
-    threshold = configured_threshold()
-    lines = []
-    for p in (3, 4):
-        rd = series(rows, "syncline-ucx/rd", "allreduce", p)
-        ring = series(rows, "syncline-ucx/ring", "allreduce", p)
-        if not rd or not ring:
-            continue
-        measured = measured_crossover(rd, ring)
-        first_ring = 2 * threshold if threshold else None
-        model = crossover(p, cal["alpha"], cal["beta"], cal["gamma"], "recursive doubling",
-                          "ring") if cal else None
-        def steps(x):
-            if not x or not measured:
-                return "n/a"
-            return "%+d" % round(math.log2(x / measured))
-        lines.append("| %d | %s | %s (%s) | %s (%s) |" % (
-            p, "%d B" % measured if measured else "above %d B" % max(n for n, _ in ring),
-            "%d B" % first_ring if first_ring else "n/a", steps(first_ring),
-            "%d B" % model if model else "n/a", steps(model)))
-    if not lines:
-        return ["## UCX allreduce switch point", "",
-                "Not measured (needs libsyncline-backend-ucx.so; run.sh forces each algorithm "
-                "with --backend_options).", ""]
-    return ["## UCX allreduce switch point: measured, configured, modelled", "",
-            "First message size at which ring beats recursive doubling. Measured: each "
-            "algorithm forced (allreduce_small_max=0 / 1 GiB), sizes by 2. Configured: the "
-            "first size above allreduce_small_max in backends/ucx/options.h. Modelled: the "
-            "UCX calibration above. In parentheses: size steps (factor 2) from the measured "
-            "crossover; within one step is the goal.", "",
-            "| ranks | measured | configured | model |", "|---|---|---|---|"] + lines + [""]
+def summary(errors):
+    parts = []
+    for p, e in sorted(errors.items()):
+        e = sorted(e)
+        parts.append("%d ranks %.0f%% (%d of %d within 50%%)" % (
+            p, e[len(e) // 2], sum(v <= 50 for v in e), len(e)))
+    return "Median absolute error: " + ", ".join(parts) + "."
 
 
 def cluster_allreduce(p, n):
@@ -313,42 +279,48 @@ def main():
     rows = load_rows(args.raw)
     out = ["# Scaling model", "", __doc__.split("Usage:")[0].strip(), ""]
 
-    cals = {}
-    for system in BACKEND_ALGORITHMS:
-        cal = calibrate(rows, system)
-        if not cal:
-            continue
-        cals[system] = cal
-        a, b, g = cal["alpha"], cal["beta"], cal["gamma"]
-        out += ["## %s: calibration and check (%d cores)" % (system, args.cores), "",
-                "From %s: alpha = %.2f us (per message step, software included), "
-                "beta = %.3f ns/B (%.2f GB/s), gamma = %.3f ns/B (%.2f GB/s, membw-sum). "
-                "Model: %s." % (
-                    cal["source"], a * 1e6, b * 1e9, 1 / b / 1e9, g * 1e9,
-                    (1 / g / 1e9) if g else 0, " or ".join(BACKEND_ALGORITHMS[system])), ""]
-        check, errors = check_section(rows, system, cal, args.cores)
-        out += check + [""]
-        out.append("Median absolute error: " + ", ".join(
-            "%d ranks %.0f%%" % (p, sorted(e)[len(e) // 2]) for p, e in sorted(errors.items())) +
-            ". With more ranks than %d cores the ranks time-share the cores; the model "
-            "multiplies by ranks/cores, which is crude." % args.cores)
-        out.append("")
-    if "syncline-ucx" in cals:
-        cal = cals["syncline-ucx"]
-        a, b, g = cal["alpha"], cal["beta"], cal["gamma"]
-        out += ["## UCX allreduce switch points the model predicts here", "",
-                "The first size at which the large-message algorithm beats recursive doubling "
-                "(compare with the thresholds in backends/ucx).", "",
-                "| ranks | recursive doubling -> Rabenseifner | recursive doubling -> ring |",
-                "|---|---|---|"]
-        for pr in (2, 3, 4, 8):
-            cells = [crossover(pr, a, b, g, "recursive doubling", "Rabenseifner"),
-                     crossover(pr, a, b, g, "recursive doubling", "ring")]
-            out.append("| %d | %s |" % (pr, " | ".join("%d B" % c if c else "never" for c in cells)))
-        out.append("")
-    if not cals:
+    models = {}  # system -> f(p, bytes) in seconds
+    cal = calibrate(rows, "syncline-gloo")
+    if cal:
+        fit_gloo_q(rows, cal)
+        models["syncline-gloo"] = lambda p, nb, cal=cal: gloo_time(cal, p, nb)
+        out += ["## syncline-gloo: calibration and check (%d cores)" % args.cores, "",
+                "From %s (fitted over every size): o = %.0f us per op (the hand-off to the "
+                "backend's thread), alpha = %.1f us per round, beta = %.3f ns/B "
+                "(%.2f GB/s), gamma = %.3f ns/B (membw-sum). Model: Gloo's ring, 2(P-1) rounds. "
+                "With more ranks than cores every round waits for a descheduled rank: q_P per "
+                "round, fitted to that P's measurement below (one parameter per world size): "
+                "%s." % (cal["source"], cal["o"] * 1e6, cal["alpha"] * 1e6, cal["beta"] * 1e9,
+                         1 / cal["beta"] / 1e9, cal["gamma"] * 1e9,
+                         ", ".join("q_%d = %.0f us" % (p, q * 1e6)
+                                   for p, q in sorted(cal["q"].items())) or "none"), ""]
+        check, errors = check_section(rows, "syncline-gloo", models["syncline-gloo"], args.cores)
+        out += check + ["", summary(errors), ""]
+    sweeps = crossover.load_rows(crossover.sweep_files(args.raw))
+    ucx = ucx_model.calibrate(sweeps, membw_gamma(rows), cores=args.cores) if sweeps else None
+    conf = switch_points.configured()
+    if ucx:
+        models["syncline-ucx"] = lambda p, nb: ucx_time(ucx, p, nb, conf)
+        out += ["## syncline-ucx: calibration and check (%d cores)" % args.cores, "",
+                "The UCX backend's model is `bench/model/ucx_model.py` (its docstring states "
+                "it): the backend's own algorithms round by round, eager messages up to 8 KiB "
+                "and rendezvous above, and per exchange round a scheduling delay q_P when the "
+                "ranks share cores. Calibrated on the switch-point sweeps (not on the figures "
+                "below): alpha = %.2f us, beta = %.3f ns/B (%.1f GB/s) up to 4 MiB per message "
+                "and %.3f ns/B beyond, rendezvous +%.1f us (exchange) / +%.1f us (one-way), "
+                "gamma = %.3f ns/B; %s. The allreduce runs recursive doubling up to the "
+                "default switch point for P ranks (select.cc), ring above." % (
+                    ucx.alpha * 1e6, ucx.beta * 1e9, 1 / ucx.beta / 1e9, ucx.beta_far * 1e9,
+                    ucx.rndv * 1e6, ucx.rndv_oneway * 1e6, ucx.gamma * 1e9,
+                    ", ".join("q_%d = %.1f us" % (p, q * 1e6) for p, q in sorted(ucx.q.items()))),
+                ""]
+        check, errors = check_section(rows, "syncline-ucx", models["syncline-ucx"], args.cores)
+        out += check + ["", summary(errors), ""]
+    if not models:
         out += ["No 2-rank Syncline measurements found in %s; calibration skipped." % args.raw, ""]
-    out += switch_section(rows, cals.get("syncline-ucx"))
+    out += ["## UCX switch points", "",
+            "Measured, modelled and configured for every op and 2-4 ranks: "
+            "[switch_points.md](switch_points.md) (`bench/model/switch_points.py`).", ""]
 
     ranks = [8 * 2 ** k for k in range(10)]  # 8 .. 4096
     sizes = [1 << 20, 64 << 20, 1 << 30]
@@ -383,7 +355,7 @@ def main():
         print("model: no plot (%s)" % e, file=sys.stderr)
         return 0
     fig, (left, mid, right) = plt.subplots(1, 3, figsize=(18, 4.5))
-    for system, cal in cals.items():
+    for system, model in models.items():
         for pr in (2, 3, 4):
             measured = series(rows, system, "allreduce", pr)
             if not measured:
@@ -391,8 +363,8 @@ def main():
             sizes_here = [n for n, _ in measured]
             line = left.plot(sizes_here, [busbw(pr, n, t) for n, t in measured], "o",
                              markersize=3, label="%s, %d ranks, measured" % (system, pr))
-            left.plot(sizes_here, [busbw(pr, n, predict(system, cal, pr, n, args.cores))
-                                   for n in sizes_here], "-", color=line[0].get_color(),
+            left.plot(sizes_here, [busbw(pr, n, model(pr, n)) for n in sizes_here], "-",
+                      color=line[0].get_color(),
                       label="%s, %d ranks, model" % (system, pr))
     left.set(xscale="log", yscale="log", xlabel="bytes", ylabel="busbw (GB/s)",
              title="allreduce here: model (lines) vs measured (dots)")

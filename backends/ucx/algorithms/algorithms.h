@@ -3,8 +3,8 @@
 // Each Build* function turns one validated sl_op_t into a Schedule
 // (schedule.h) for this rank; nothing here touches UCP. SelectSchedule()
 // (select.cc) picks the algorithm from the op, the message size, the world
-// size and the thresholds in Options, which default to values measured on
-// the reference machine (documented in select.cc).
+// size and the thresholds in Options; unset thresholds follow the world
+// size (DefaultSmallMax, documented in select.cc).
 //
 // Conventions every builder follows:
 //  - buffers and counts follow plugin_abi.h's table; the caller's send
@@ -20,6 +20,7 @@
 #ifndef SYNCLINE_BACKENDS_UCX_ALGORITHMS_ALGORITHMS_H_
 #define SYNCLINE_BACKENDS_UCX_ALGORITHMS_ALGORITHMS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -47,6 +48,16 @@ sl_result_t ValidateOp(const sl_op_t& op, int rank, int size, std::string* messa
 // The schedule this rank runs for `args.op` (validated), with the chosen
 // algorithm's name in Schedule::algorithm.
 Schedule SelectSchedule(const AlgoArgs& args);
+
+// DefaultSmallMax() / SmallMax()
+//
+// The switch point of `kind` (allreduce, broadcast, reduce, allgather,
+// reduce_scatter; 0 for the others) in bytes of one rank's buffer: at or
+// below it the latency algorithm runs. DefaultSmallMax is the built-in
+// value for `world_size` (select.cc says where each number comes from);
+// SmallMax is the one in `options` when set there, else the default.
+size_t DefaultSmallMax(sl_op_kind_t kind, int world_size);
+size_t SmallMax(const Options& options, sl_op_kind_t kind, int world_size);
 
 Schedule BuildAllreduceRecursiveDoubling(const AlgoArgs& args);
 Schedule BuildAllreduceRing(const AlgoArgs& args);

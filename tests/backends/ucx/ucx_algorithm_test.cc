@@ -5,12 +5,14 @@
 // Results are checked against the oracle of collective_util.h.
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "backends/collective_util.h"
+#include "backends/ucx/algorithms/algorithms.h"
 #include "common/multiprocess.h"
 #include "gtest/gtest.h"
 #include "syncline/communicator.h"
@@ -26,13 +28,15 @@ void Done(absl::StatusOr<std::unique_ptr<Work>> work, const std::string& what) {
   ASSERT_TRUE(status.ok()) << what << ": " << status;
 }
 
-// Runs one of each collective at `count` elements per rank on `comm` and
-// checks every result. `tag` labels failures.
+// Runs one of each collective (or only those named in `only`) at `count`
+// elements per rank on `comm` and checks every result. `tag` labels
+// failures.
 void CheckAllCollectives(Communicator& comm, DataType dtype, size_t count,
-                         const std::string& tag) {
+                         const std::string& tag, const std::set<std::string>& only = {}) {
   const int rank = comm.rank(), size = comm.size();
   const std::string what = tag + " " + DataTypeName(dtype) + " x " + std::to_string(count);
-  {
+  auto run = [&](const char* op) { return only.empty() || only.count(op) > 0; };
+  if (run("allreduce")) {
     TypedBuffer buf(dtype, count);
     FillInput(buf, ReduceOp::kSum, rank);
     Done(comm.Allreduce(buf.View()), what + " allreduce");
@@ -41,7 +45,7 @@ void CheckAllCollectives(Communicator& comm, DataType dtype, size_t count,
                       false))
         << what << " allreduce";
   }
-  {
+  if (run("allreduce")) {
     TypedBuffer send(dtype, count), recv(dtype, count);
     FillInput(send, ReduceOp::kAvg, rank);
     AllreduceOptions o;
@@ -53,7 +57,7 @@ void CheckAllCollectives(Communicator& comm, DataType dtype, size_t count,
         << what << " allreduce avg";
   }
   const int root = size - 1;
-  {
+  if (run("broadcast")) {
     TypedBuffer buf(dtype, count);
     FillInput(buf, ReduceOp::kSum, rank == root ? root : rank + 100);
     BroadcastOptions o;
@@ -64,7 +68,7 @@ void CheckAllCollectives(Communicator& comm, DataType dtype, size_t count,
                       true))
         << what << " broadcast";
   }
-  {
+  if (run("reduce")) {
     TypedBuffer send(dtype, count), recv(dtype, count);
     FillInput(send, ReduceOp::kMax, rank);
     ReduceOptions o;
@@ -79,7 +83,7 @@ void CheckAllCollectives(Communicator& comm, DataType dtype, size_t count,
           << what << " reduce";
     }
   }
-  {
+  if (run("allgather")) {
     TypedBuffer send(dtype, count), recv(dtype, count * size);
     FillInput(send, ReduceOp::kSum, rank);
     Done(comm.Allgather(send.View(), recv.View()), what + " allgather");
@@ -92,7 +96,7 @@ void CheckAllCollectives(Communicator& comm, DataType dtype, size_t count,
                       true))
         << what << " allgather";
   }
-  {
+  if (run("reduce_scatter")) {
     TypedBuffer send(dtype, count * size), recv(dtype, count);
     FillInput(send, ReduceOp::kSum, rank);
     Done(comm.ReduceScatter(send.View(), recv.View()), what + " reduce_scatter");
@@ -104,7 +108,7 @@ void CheckAllCollectives(Communicator& comm, DataType dtype, size_t count,
                       false))
         << what << " reduce_scatter";
   }
-  {
+  if (run("alltoall")) {
     TypedBuffer send(dtype, count * size), recv(dtype, count * size);
     FillInput(send, ReduceOp::kSum, rank);
     Done(comm.Alltoall(send.View(), recv.View()), what + " alltoall");
@@ -117,7 +121,7 @@ void CheckAllCollectives(Communicator& comm, DataType dtype, size_t count,
                       true))
         << what << " alltoall";
   }
-  Done(comm.Barrier(), what + " barrier");
+  if (run("barrier")) Done(comm.Barrier(), what + " barrier");
 }
 
 void RunWithOptions(int world_size, const std::string& backend_options,
@@ -179,16 +183,37 @@ INSTANTIATE_TEST_SUITE_P(Ucx, UcxSwitchPoints,
                                   (std::get<1>(info.param) ? "small" : "large");
                          });
 
-// The default thresholds, with sizes just below and just above each one.
-TEST(UcxDefaultThresholds, SizesStraddlingEachThreshold) {
-  RunWithOptions(3, "", [](Communicator& comm) {
-    for (size_t bytes : {size_t{4} << 10, size_t{16} << 10, size_t{64} << 10}) {
-      for (size_t count : {bytes / 4, bytes / 4 + 1}) {
-        CheckAllCollectives(comm, DataType::kFloat32, count, "straddle");
+// The default switch points of 2, 3 and 4 ranks (they differ by world
+// size; see backends/ucx/algorithms/select.cc): each op runs at exactly its
+// default threshold (the latency algorithm) and one element above it (the
+// bandwidth one), so both defaults run and are checked on every world size.
+// ucx_unit_test checks which algorithm each side selects.
+class UcxDefaultThresholds : public ::testing::TestWithParam<int> {};
+
+TEST_P(UcxDefaultThresholds, EachOpAtAndAboveItsSwitchPoint) {
+  const int world_size = GetParam();
+  const std::pair<const char*, sl_op_kind_t> ops[] = {
+      {"allreduce", SL_OP_ALLREDUCE},
+      {"broadcast", SL_OP_BROADCAST},
+      {"reduce", SL_OP_REDUCE},
+      {"allgather", SL_OP_ALLGATHER},
+      {"reduce_scatter", SL_OP_REDUCE_SCATTER}};
+  RunWithOptions(world_size, "", [&](Communicator& comm) {
+    for (const auto& [name, kind] : ops) {
+      const size_t threshold = ucx_backend::DefaultSmallMax(kind, world_size);
+      for (size_t count : {threshold / 4, threshold / 4 + 1}) {
+        if (count == 0) continue;  // a threshold of 0: only the bandwidth side exists
+        CheckAllCollectives(comm, DataType::kFloat32, count,
+                            "default switch point of " + std::string(name), {name});
       }
     }
   });
 }
+
+INSTANTIATE_TEST_SUITE_P(Ucx, UcxDefaultThresholds, ::testing::Values(2, 3, 4),
+                         [](const auto& info) {
+                           return std::to_string(info.param) + "ranks";
+                         });
 
 }  // namespace
 }  // namespace syncline::testing

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -93,17 +94,18 @@ TEST(UcxTag, NoticeMaskMatchesAnySourceButNothingElse) {
 TEST(UcxOptions, ParsesKnownKeysAndRejectsOthers) {
   Options o;
   std::string error;
+  EXPECT_FALSE(o.allreduce_small_max.has_value()) << "unset: the default by world size";
   ASSERT_TRUE(ParseOptions("allreduce_small_max=0;chunk_bytes=64k;busy_poll_us=5", &o,
                            &error))
       << error;
-  EXPECT_EQ(o.allreduce_small_max, 0u);
+  EXPECT_EQ(o.allreduce_small_max.value_or(1), 0u);
   EXPECT_EQ(o.chunk_bytes, 65536u);
   EXPECT_EQ(o.busy_poll_us, 5);
   EXPECT_FALSE(ParseOptions("allreduce_small=1", &o, &error));
   EXPECT_NE(error.find("allreduce_small_max"), std::string::npos) << error;
   EXPECT_FALSE(ParseOptions("chunk_bytes=-1", &o, &error));
   ASSERT_TRUE(ParseOptions("reduce_small_max=1g;peer_error_mode=peer", &o, &error)) << error;
-  EXPECT_EQ(o.reduce_small_max, size_t{1} << 30);
+  EXPECT_EQ(o.reduce_small_max.value_or(0), size_t{1} << 30);
   EXPECT_EQ(o.peer_error_mode, PeerErrorMode::kPeer);
 }
 
@@ -304,20 +306,57 @@ TEST(UcxSchedules, BarrierMatchesOnAnySize) {
   }
 }
 
+// The algorithm picked on each side of every switch point: the defaults
+// by world size, and a threshold set in the options, which applies to
+// every world size.
 TEST(UcxSchedules, ThresholdsPickTheDocumentedAlgorithm) {
-  Options options;  // defaults
-  std::vector<float> a(1 << 20), b(1 << 20);
-  sl_op_t op{};
-  op.kind = SL_OP_ALLREDUCE;
-  op.send = {a.data(), 0, SL_F32, SL_DEVICE_CPU, 0, nullptr};
-  op.recv = op.send;
-  op.recv.data = b.data();
-  AlgoArgs args{&op, 0, 4, &options};
-  for (size_t bytes : {options.allreduce_small_max, options.allreduce_small_max + 4}) {
-    op.send.count = op.recv.count = bytes / 4;
-    const std::string want = bytes <= options.allreduce_small_max ? "recursive doubling"
-                                                                  : "ring";
-    EXPECT_EQ(std::string(SelectSchedule(args).algorithm), want) << bytes << " B";
+  struct Kind {
+    sl_op_kind_t kind;
+    const char* small;
+    const char* large;
+    std::optional<size_t> Options::*field;
+  };
+  const Kind kinds[] = {
+      {SL_OP_ALLREDUCE, "recursive doubling", "ring", &Options::allreduce_small_max},
+      {SL_OP_BROADCAST, "binomial tree", "pipelined chain",
+       &Options::broadcast_small_max},
+      {SL_OP_REDUCE, "binomial tree", "pipelined chain", &Options::reduce_small_max},
+      {SL_OP_ALLGATHER, "bruck", "ring", &Options::allgather_small_max},
+      {SL_OP_REDUCE_SCATTER, "recursive doubling", "ring",
+       &Options::reduce_scatter_small_max},
+  };
+  // One rank's buffer of `bytes` (f32) for `kind` on P ranks.
+  auto pick = [](const Options& options, sl_op_kind_t kind, int P, size_t bytes) {
+    static std::vector<float> a, b;
+    const size_t n = bytes / 4;
+    a.assign(n * P + 1, 1.0f);
+    b.assign(n * P + 1, 0.0f);
+    sl_op_t op{};
+    op.kind = kind;
+    op.send = {a.data(), n, SL_F32, SL_DEVICE_CPU, 0, nullptr};
+    op.recv = {b.data(), n, SL_F32, SL_DEVICE_CPU, 0, nullptr};
+    if (kind == SL_OP_ALLGATHER) op.recv.count = n * P;
+    if (kind == SL_OP_REDUCE_SCATTER) op.send.count = n * P;
+    AlgoArgs args{&op, 0, P, &options};
+    return std::string(SelectSchedule(args).algorithm);
+  };
+  for (const Kind& k : kinds) {
+    for (int P = 2; P <= 9; ++P) {
+      const Options defaults;
+      const size_t t = DefaultSmallMax(k.kind, P);
+      ASSERT_EQ(t % 4, 0u) << "thresholds are whole f32 elements";
+      ASSERT_LE(t, size_t{64} << 20) << "a default must leave a bandwidth side";
+      const std::string where = backend::SlOpKindName(k.kind) + std::string(" on ") +
+                                std::to_string(P) + " ranks at ";
+      if (t > 0) EXPECT_EQ(pick(defaults, k.kind, P, t), k.small) << where << t << " B";
+      EXPECT_EQ(pick(defaults, k.kind, P, t + 4), k.large) << where << t + 4 << " B";
+      EXPECT_EQ(SmallMax(defaults, k.kind, P), t);
+      Options set;
+      set.*k.field = 4096;
+      EXPECT_EQ(SmallMax(set, k.kind, P), 4096u);
+      EXPECT_EQ(pick(set, k.kind, P, 4096), k.small) << where << "4096 B, set";
+      EXPECT_EQ(pick(set, k.kind, P, 4100), k.large) << where << "4100 B, set";
+    }
   }
 }
 
