@@ -113,32 +113,38 @@ absl::Status CheckIn(Store& store, const RendezvousInfo& info, absl::Duration ti
   keys.push_back("rdzv/world_size");
   absl::Time start = absl::Now();
   std::vector<int> in, out;  // last seen: checked in / not yet
+  // Typically rank 0, which hosts the store, gave up or died: say who had
+  // checked in by then, whichever store call noticed.
+  auto lost = [&](const absl::Status& status) {
+    return absl::UnavailableError(absl::StrFormat(
+        "rendezvous at %s: lost the store after %s (%s); at that point %d of "
+        "%d ranks had checked in (ranks [%s]); missing ranks [%s]",
+        where, absl::FormatDuration(absl::Now() - start), status.message(), in.size(),
+        info.world_size, absl::StrJoin(in, ","), absl::StrJoin(out, ",")));
+  };
+  bool world_size_checked = false;
   while (true) {
     absl::StatusOr<std::vector<bool>> checked = store.Check(keys);
-    if (!checked.ok()) {
-      // Typically rank 0, which hosts the store, gave up or died.
-      return absl::UnavailableError(absl::StrFormat(
-          "rendezvous at %s: lost the store after %s (%s); at that point %d of "
-          "%d ranks had checked in (ranks [%s]); missing ranks [%s]",
-          where, absl::FormatDuration(absl::Now() - start), checked.status().message(),
-          in.size(), info.world_size, absl::StrJoin(in, ","), absl::StrJoin(out, ",")));
-    }
+    if (!checked.ok()) return lost(checked.status());
     const std::vector<bool>& present = *checked;
     if (present[info.world_size]) {
-      SL_ASSIGN_OR_RETURN(std::string msg, store.Get("rdzv/error", absl::Seconds(5)));
-      return absl::FailedPreconditionError(absl::StrCat("rendezvous failed: ", msg));
+      absl::StatusOr<std::string> msg = store.Get("rdzv/error", absl::Seconds(5));
+      if (!msg.ok()) return lost(msg.status());
+      return absl::FailedPreconditionError(absl::StrCat("rendezvous failed: ", *msg));
     }
-    if (present[info.world_size + 1]) {
-      SL_ASSIGN_OR_RETURN(std::string ws, store.Get("rdzv/world_size", absl::Seconds(5)));
-      if (ws != absl::StrCat(info.world_size)) {
+    if (present[info.world_size + 1] && !world_size_checked) {
+      absl::StatusOr<std::string> ws = store.Get("rdzv/world_size", absl::Seconds(5));
+      if (!ws.ok()) return lost(ws.status());
+      if (*ws != absl::StrCat(info.world_size)) {
         std::string msg = absl::StrFormat(
             "rendezvous: world size differs between ranks: rank 0 has "
             "WORLD_SIZE=%s but rank %d has WORLD_SIZE=%d; start every rank "
             "with the same world size",
-            ws, info.rank, info.world_size);
+            *ws, info.rank, info.world_size);
         (void)store.Set("rdzv/error", msg);
         return absl::FailedPreconditionError(msg);
       }
+      world_size_checked = true;
     }
     in.clear();
     out.clear();
