@@ -10,6 +10,9 @@
 //                               std::unique_ptr<Communicator>*, sl_error_t*);
 //     void Abort();                       // any thread, idempotent
 //     sl_result_t Post(const sl_op_t&, std::shared_ptr<Request>*, sl_error_t*);
+//     // Only for a backend that sets comm_split (see MakeBackendTable):
+//     sl_result_t Split(int32_t color, int32_t key, const sl_store_t*, uint64_t id,
+//                       std::unique_ptr<Communicator>* child, sl_error_t*);
 //   };
 //   class Request {
 //     sl_result_t Test(int* done, sl_error_t*) const;
@@ -83,6 +86,27 @@ class PluginAdapter {
     });
   }
 
+  // Instantiated only by a backend that opts in (Comm::Split must exist).
+  static sl_result_t CommSplit(sl_comm_t* parent, int32_t color, int32_t key,
+                               const sl_store_t* store, uint64_t new_comm_id,
+                               sl_comm_t** child, sl_error_t* err) {
+    static const std::string what = Name("comm_split");
+    return SlGuard(err, what.c_str(), [&] {
+      if (parent == nullptr || child == nullptr) {
+        return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
+                          "%s comm_split: null communicator or output pointer", Traits::kName);
+      }
+      *child = nullptr;
+      std::unique_ptr<Comm> made;
+      const sl_result_t rc = Unwrap(parent)->Split(color, key, store, new_comm_id, &made, err);
+      if (rc == SL_OK) {
+        *child = reinterpret_cast<sl_comm_t*>(made.release());
+        SlClearError(err);
+      }
+      return rc;
+    });
+  }
+
   static sl_result_t Post(sl_comm_t* comm, const sl_op_t* op, sl_request_t** request,
                           sl_error_t* err) {
     static const std::string what = Name("post");
@@ -134,8 +158,9 @@ class PluginAdapter {
 };
 
 // A table with the ABI version, size, name and every required entry point
-// filled; the caller fills `version` and `caps` (and the optional entries
-// comm_split and request_stream_wait, if it has them).
+// filled; the caller fills `version` and `caps`, sets comm_split to
+// &PluginAdapter<Traits>::CommSplit if its Communicator can split (or to its
+// own entry), and request_stream_wait if it has one.
 template <typename Traits>
 sl_backend_v1_t MakeBackendTable() {
   using Adapter = PluginAdapter<Traits>;
@@ -146,7 +171,7 @@ sl_backend_v1_t MakeBackendTable() {
   table.comm_create = &Adapter::CommCreate;
   table.comm_destroy = &Adapter::CommDestroy;
   table.comm_abort = &Adapter::CommAbort;
-  table.comm_split = nullptr;  // the core builds sub-groups with comm_create
+  table.comm_split = nullptr;  // opt-in: the core then splits with comm_create
   table.post = &Adapter::Post;
   table.request_test = &Adapter::RequestTest;
   table.request_wait = &Adapter::RequestWait;

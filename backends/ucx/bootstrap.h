@@ -1,10 +1,11 @@
-// bootstrap.h: meeting the peers of a new communicator through the store.
+// bootstrap.h: meeting the peers of a new Transport through the store.
 //
-// Every rank publishes a PeerInfo (its UCP worker address plus enough about
-// its host and process to tell whether a peer shares this machine) under
+// Only comm_create bootstraps (Split reuses its parent's Transport). Every
+// rank publishes a PeerInfo (its UCP worker address plus enough about its
+// host and process to tell whether a peer shares this machine) under
 // "ucx/peer/<rank>" and reads everyone else's. Endpoints are then created
-// to every peer, and the communicator proves each path with a hello
-// exchange before Create() returns (communicator.cc).
+// to every peer (transport.cc), and the communicator proves each path with
+// a hello exchange before Create() returns (communicator.cc).
 //
 // Error handling mode, per endpoint (Options::peer_error_mode = auto):
 //  - a peer on another host gets UCP_ERR_HANDLING_MODE_PEER, so a dead or
@@ -17,7 +18,7 @@
 //    readable the moment the process dies, and the driver polls it next to
 //    the worker's event fd, so a SIGKILLed neighbour fails ops at once.
 //
-// Thread safety: functions are called by Create() only.
+// Thread safety: functions are called by Transport::Create() only.
 #ifndef SYNCLINE_BACKENDS_UCX_BOOTSTRAP_H_
 #define SYNCLINE_BACKENDS_UCX_BOOTSTRAP_H_
 

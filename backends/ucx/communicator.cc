@@ -1,19 +1,15 @@
 #include "backends/ucx/communicator.h"
 
-#include "backends/common/socket_iface.h"
-
 #include <poll.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cinttypes>
-#include <cstdlib>
 #include <cstdio>
 #include <utility>
 
 #include "backends/common/error.h"
 #include "backends/ucx/algorithms/algorithms.h"
+#include "backends/ucx/split_plan.h"
 #include "backends/ucx/tag.h"
 
 namespace syncline::ucx_backend {
@@ -28,24 +24,35 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// pidfd_open(2) through syscall(): glibc 2.36 has no wrapper everywhere.
-int PidfdOpen(int pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  return -1;
-#endif
+std::vector<int> Identity(int size) {
+  std::vector<int> ranks(size);
+  for (int r = 0; r < size; ++r) ranks[r] = r;
+  return ranks;
 }
 
 }  // namespace
 
-Communicator::Communicator(const sl_comm_config_t& config, const Options& options)
-    : rank_(config.rank),
-      size_(config.size),
-      comm_id_(config.comm_id),
-      comm_bits_(CommTagBits(config.comm_id)),
-      options_(options) {}
+Communicator::Communicator(std::shared_ptr<Transport> transport, std::vector<int> members,
+                           int rank, uint32_t space, uint64_t comm_id, int64_t timeout_ms,
+                           const Options& options, std::string options_text)
+    : rank_(rank),
+      size_(static_cast<int>(members.size())),
+      space_(space),
+      comm_id_(comm_id),
+      timeout_ms_(timeout_ms),
+      options_(options),
+      options_text_(std::move(options_text)),
+      transport_(std::move(transport)),
+      members_(std::move(members)),
+      rank_of_(transport_->size(), -1),
+      eps_(size_, nullptr),
+      dead_(size_, "") {
+  for (int r = 0; r < size_; ++r) {
+    rank_of_[members_[r]] = r;
+    if (r != rank_) eps_[r] = transport_->endpoint(members_[r]);
+  }
+  wire_ = Wire{transport_->worker(), &eps_, space_, rank_};
+}
 
 sl_result_t Communicator::Create(const sl_comm_config_t& config,
                                  std::unique_ptr<Communicator>* comm, sl_error_t* err) {
@@ -71,9 +78,22 @@ sl_result_t Communicator::Create(const sl_comm_config_t& config,
                       error.c_str());
   }
   const auto start = Clock::now();
-  std::unique_ptr<Communicator> created(new Communicator(config, options));
-  const sl_result_t code = created->Bootstrap(config, &error);
+  const auto deadline =
+      start + (config.timeout_ms > 0 ? std::chrono::milliseconds(config.timeout_ms)
+                                     : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           kDefaultBootstrapTimeout));
+  std::shared_ptr<Transport> transport;
+  sl_result_t code = Transport::Create(config, options, deadline, &transport, &error);
+  std::unique_ptr<Communicator> created;
+  if (code == SL_OK) {
+    created.reset(new Communicator(transport, Identity(config.size), config.rank,
+                                   /*space=*/0, config.comm_id, config.timeout_ms, options,
+                                   config.options != nullptr ? config.options : ""));
+    transport->Attach(created.get());
+    code = created->Hello(deadline, &error);
+  }
   if (code != SL_OK) {
+    transport.reset();  // `created` is the last holder: its destructor takes it
     const double timeout_s =
         config.timeout_ms > 0 ? config.timeout_ms / 1000.0
                               : std::chrono::duration<double>(kDefaultBootstrapTimeout).count();
@@ -83,87 +103,15 @@ sl_result_t Communicator::Create(const sl_comm_config_t& config,
                       config.comm_id, config.rank, config.size, SecondsSince(start),
                       timeout_s, error.c_str());
   }
-  Communicator* self = created.get();
-  created->progress_thread_ = std::thread([self] { self->ProgressLoop(); });
+  transport->StartProgressThread();
   *comm = std::move(created);
   return SL_OK;
 }
 
-sl_result_t Communicator::Bootstrap(const sl_comm_config_t& config, std::string* error) {
-  const auto deadline =
-      Clock::now() + (config.timeout_ms > 0
-                          ? std::chrono::milliseconds(config.timeout_ms)
-                          : std::chrono::duration_cast<std::chrono::milliseconds>(
-                                kDefaultBootstrapTimeout));
-  // SYNCLINE_SOCKET_IFNAME selects UCX's network devices too (unless
-  // UCX_NET_DEVICES says otherwise), by the same rules as the TCP backends:
-  // in a multi-host job, a loopback choice is an error, not a silent bind.
-  std::string net_devices;
-  const char* ifname = std::getenv("SYNCLINE_SOCKET_IFNAME");
-  const char* ucx_devices = std::getenv("UCX_NET_DEVICES");
-  if (ifname != nullptr && *ifname != '\0' && (ucx_devices == nullptr || *ucx_devices == '\0')) {
-    backend::SocketChoice choice;
-    if (!backend::ChooseSocketAddressFromEnv(nullptr, config.size, &choice, error)) {
-      return SL_ERR_INVALID_ARGUMENT;
-    }
-    net_devices = choice.iface;
-  }
-  ucs_status_t status = context_.Init(net_devices);
-  if (status != UCS_OK) {
-    *error = std::string("ucp_init failed: ") + ucs_status_string(status) +
-             " (check UCX_TLS, UCX_NET_DEVICES and other UCX_* variables)";
-    return SL_ERR_UNAVAILABLE;
-  }
-  status = worker_.Init(context_.get());
-  if (status != UCS_OK) {
-    *error = std::string("creating the UCP worker failed: ") + ucs_status_string(status);
-    return SL_ERR_UNAVAILABLE;
-  }
-  const PeerInfo mine = LocalPeerInfo(worker_.address());
-  sl_result_t code =
-      ExchangePeerInfo(*config.store, rank_, size_, mine, deadline, &peers_, error);
-  if (code != SL_OK) return code;
-
-  std::lock_guard<std::mutex> driver(driver_mu_);
-  endpoints_.Reset(worker_.get(), size_);
-  eps_.assign(size_, nullptr);
-  pidfds_.assign(size_, -1);
-  dead_.assign(size_, "");
-  error_args_.resize(size_);
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    const bool same_machine = peers_[r].machine == mine.machine;
-    const ucp_err_handling_mode_t mode =
-        ChooseErrorMode(options_.peer_error_mode, same_machine);
-    error_args_[r] = {this, r};
-    ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address = reinterpret_cast<const ucp_address_t*>(peers_[r].address.data());
-    params.err_mode = mode;
-    params.err_handler.cb = &Communicator::OnEndpointError;
-    params.err_handler.arg = &error_args_[r];
-    status = ucp_ep_create(worker_.get(), &params, &endpoints_[r]);
-    if (status != UCS_OK) {
-      *error = "cannot connect to rank " + std::to_string(r) + ": " +
-               ucs_status_string(status) + ". " +
-               ReachabilityHint(mine, peers_[r], r, mode);
-      return SL_ERR_UNAVAILABLE;
-    }
-    eps_[r] = endpoints_[r];
-    // Same-host peers are watched by pidfd (see bootstrap.h).
-    if (same_machine) pidfds_[r] = PidfdOpen(peers_[r].pid);
-  }
-  wire_ = Wire{worker_.get(), &eps_, comm_bits_, rank_};
-  code = Hello(deadline, error);
-  if (code == SL_OK && size_ > 1) PostNoticeRecv();
-  return code;
-}
-
 // One byte to and from every peer, before Create() returns: proves that
 // each endpoint's transport actually carries data (an address can resolve
-// yet lead nowhere, e.g. tcp to an unroutable interface).
+// yet lead nowhere, e.g. tcp to an unroutable interface). Runs before the
+// progress thread starts, as the only driver.
 sl_result_t Communicator::Hello(Clock::time_point deadline, std::string* error) {
   if (size_ == 1) return SL_OK;
   ScheduleBuilder b("hello", SL_U8, SL_SUM);
@@ -176,52 +124,106 @@ sl_result_t Communicator::Hello(Clock::time_point deadline, std::string* error) 
   }
   sl_op_t op{};
   op.kind = SL_OP_BARRIER;
-  auto request = std::make_shared<Request>(this, op, size_);
-  Operation hello(request, b.Finish(), /*p2p=*/false, /*seq=*/0);
-  while (!hello.Advance(wire_)) {
-    if (ucp_worker_progress(worker_.get()) != 0) continue;
-    CheckPeers(/*force=*/false);
+  auto request = std::make_shared<Request>(transport_.get(), op, size_, "hello");
+  auto hello = std::make_unique<Operation>(request, b.Finish(), /*p2p=*/false, /*seq=*/0);
+  Transport& t = *transport_;
+  std::lock_guard<std::mutex> driver(t.driver_mu());
+  const int next = (rank_ + 1) % size_;
+  while (!hello->Advance(wire_)) {
+    if (ucp_worker_progress(t.worker()) != 0) continue;
+    t.CheckPeers(/*force=*/false);
     std::string dead;
     for (int r = 0; r < size_; ++r) {
       if (!dead_[r].empty()) dead += " rank " + std::to_string(r) + ": " + dead_[r] + ";";
     }
     if (!dead.empty() || Clock::now() >= deadline) {
-      const std::string waiting = hello.Waiting();
-      hello.Cancel(worker_.get());
+      const std::string waiting = hello->Waiting();
+      hello->Cancel(t.worker());
       *error = (dead.empty() ? std::string("no hello over UCX within the timeout from ")
                              : "peers died during the hello:" + dead + " still waiting on ") +
-               waiting + ". Transports to rank " +
-               std::to_string((rank_ + 1) % size_) + ": " +
-               EndpointTransports(eps_[(rank_ + 1) % size_]) + ". " +
-               ReachabilityHint(peers_[rank_], peers_[(rank_ + 1) % size_],
-                                (rank_ + 1) % size_,
+               waiting + ". Transports to rank " + std::to_string(next) + ": " +
+               EndpointTransports(eps_[next]) + ". " +
+               ReachabilityHint(t.peer(rank_), t.peer(next), next,
                                 ChooseErrorMode(options_.peer_error_mode, true));
-      endpoints_.Close();  // completes the cancelled requests
+      // Its sends finish when the endpoints close, with the transport.
+      t.AdoptZombie(std::move(hello));
       return dead.empty() ? SL_ERR_TIMEOUT : SL_ERR_PEER;
     }
-    if (ucp_worker_arm(worker_.get()) == UCS_OK) {
-      pollfd fd{worker_.event_fd(), POLLIN, 0};
+    if (ucp_worker_arm(t.worker()) == UCS_OK) {
+      pollfd fd{t.worker_event_fd(), POLLIN, 0};
       poll(&fd, 1, 1);
     }
   }
-  if (hello.failed()) {
-    *error = "the hello exchange failed: " + hello.error() + ". " +
-             ReachabilityHint(peers_[rank_], peers_[(rank_ + 1) % size_],
-                              (rank_ + 1) % size_, UCP_ERR_HANDLING_MODE_PEER);
-    endpoints_.Close();
-    return hello.code();
+  if (hello->failed()) {
+    *error = "the hello exchange failed: " + hello->error() + ". " +
+             ReachabilityHint(t.peer(rank_), t.peer(next), next,
+                              UCP_ERR_HANDLING_MODE_PEER);
+    const sl_result_t code = hello->code();
+    t.AdoptZombie(std::move(hello));
+    return code;
   }
+  PostNoticeRecv();
+  return SL_OK;
+}
+
+sl_result_t Communicator::Split(int32_t color, int32_t key, const sl_store_t* store,
+                                uint64_t comm_id, std::unique_ptr<Communicator>* child,
+                                sl_error_t* err) {
+  child->reset();
+  std::unique_lock<std::mutex> split(transport_->split_mu(), std::try_to_lock);
+  if (!split.owns_lock()) {
+    return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
+                      "ucx comm_split on %s: another split of a communicator of the same "
+                      "family (sharing this one's worker) is running on this rank; split "
+                      "them one at a time, in the same order on every rank",
+                      Where().c_str());
+  }
+  // Everyone's (color, key, next free tag space), over the parent.
+  std::vector<int64_t> mine = {color, key, transport_->next_space()};
+  std::vector<int64_t> all(3 * static_cast<size_t>(size_));
+  sl_op_t op{};
+  op.kind = SL_OP_ALLGATHER;
+  op.send = sl_buffer_t{mine.data(), mine.size(), SL_I64, SL_DEVICE_CPU, 0, nullptr};
+  op.recv = sl_buffer_t{all.data(), all.size(), SL_I64, SL_DEVICE_CPU, 0, nullptr};
+  op.timeout_ms = timeout_ms_;
+  std::shared_ptr<Request> request;
+  const std::string label =
+      "split (allgather of colors, comm id " + std::to_string(comm_id) + ")";
+  sl_result_t code = PostLabeled(op, label, &request, err);
+  if (code != SL_OK) return code;
+  code = request->Wait(-1, err);  // bounded by the op's own deadline
+  if (code != SL_OK) return code;
+  std::vector<SplitEntry> entries(size_);
+  for (int r = 0; r < size_; ++r) entries[r] = {all[3 * r], all[3 * r + 1], all[3 * r + 2]};
+  const SplitPlan plan = PlanSplit(entries, rank_, options_.tag_spaces);
+  transport_->set_next_space(plan.next_space);
+  if (color < 0) return SL_OK;
+  const int new_size = static_cast<int>(plan.members.size());
+  if (plan.exhausted) {
+    // Every rank of the parent sees the same table, so every member of the
+    // group takes this path together.
+    if (store == nullptr) {
+      return SlSetError(err, SL_ERR_UNAVAILABLE,
+                        "ucx comm_split on %s: this family of communicators has used all "
+                        "%lld tag spaces and no store was given to build a new worker",
+                        Where().c_str(), static_cast<long long>(options_.tag_spaces));
+    }
+    sl_comm_config_t config{plan.rank,     new_size,   store,
+                            SL_DEVICE_CPU, 0,          timeout_ms_,
+                            comm_id,       options_text_.empty() ? nullptr : options_text_.c_str()};
+    return Create(config, child, err);
+  }
+  std::vector<int> members(new_size);
+  for (int i = 0; i < new_size; ++i) members[i] = members_[plan.members[i]];
+  child->reset(new Communicator(transport_, std::move(members), plan.rank, plan.space,
+                                comm_id, timeout_ms_, options_, options_text_));
+  transport_->Attach(child->get());
+  backend::SlClearError(err);
   return SL_OK;
 }
 
 Communicator::~Communicator() {
   stopping_.store(true);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    thread_cv_.notify_all();
-  }
-  if (worker_.get() != nullptr) ucp_worker_signal(worker_.get());
-  if (progress_thread_.joinable()) progress_thread_.join();
   std::vector<std::shared_ptr<Request>> pending;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -231,53 +233,52 @@ Communicator::~Communicator() {
     request->Complete(SL_ERR_ABORTED, "ucx " + request->Describe() + " on " + Where() +
                                           ": the communicator was destroyed first");
   }
-  std::lock_guard<std::mutex> driver(driver_mu_);
+  Transport& t = *transport_;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& op : incoming_) collectives_.push_back(std::move(op));
-    incoming_.clear();
-  }
-  for (auto* list : {&collectives_}) {
-    for (auto& op : *list) {
-      op->Cancel(worker_.get());
-      zombies_.push_back(std::move(op));
+    std::lock_guard<std::mutex> driver(t.driver_mu());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& op : incoming_) collectives_.push_back(std::move(op));
+      incoming_.clear();
     }
-  }
-  for (auto& op : p2p_) {
-    op->Cancel(worker_.get());
-    zombies_.push_back(std::move(op));
-  }
-  collectives_.clear();
-  p2p_.clear();
-  if (aborted_.load() && size_ > 1) NoticeAbort();
-  if (notice_request_ != nullptr) ucp_request_cancel(worker_.get(), notice_request_);
-  if (worker_.get() != nullptr) {
-    for (int i = 0; i < 1000 && ucp_worker_progress(worker_.get()) != 0; ++i) {
+    // Ops that never finished leave the transport's count; those that
+    // still hold UCP requests stay alive with the transport.
+    auto drop = [&](std::unique_ptr<Operation> op) {
+      op->Cancel(t.worker());
+      t.CountFinished();
+      if (op->outstanding() > 0) t.AdoptZombie(std::move(op));
+    };
+    for (auto& op : collectives_) drop(std::move(op));
+    for (auto& op : p2p_) drop(std::move(op));
+    collectives_.clear();
+    p2p_.clear();
+    if (aborted_.load() && size_ > 1) NoticeAbort();
+    if (notice_->request != nullptr) ucp_request_cancel(t.worker(), notice_->request);
+    t.Detach(this);
+    for (int i = 0; i < 1000 && ucp_worker_progress(t.worker()) != 0; ++i) {
     }
-    // Deliver what was sent locally-complete but may still sit in a
-    // transport queue (tcp): peers may still need this rank's last
-    // messages, e.g. the final round of a barrier.
-    Flush(Clock::now() + std::chrono::seconds(2));
+    if (notice_->request != nullptr) t.AdoptNotice(std::move(notice_));
+    // Others of the family may keep the worker alive but idle: deliver this
+    // communicator's last messages now (the Transport's destructor does it
+    // for the last one).
+    if (transport_.use_count() > 1) t.Flush(Clock::now() + std::chrono::seconds(2));
   }
-  endpoints_.Close();  // completes every send still queued (with an error)
-  for (int fd : pidfds_) {
-    if (fd >= 0) close(fd);
-  }
-  // worker_, then context_, then the zombie Operations go with the members.
+  // transport_ goes with the members: the family's last communicator takes
+  // the worker with it.
 }
 
 std::string Communicator::Where() const {
   return "rank " + std::to_string(rank_) + "/" + std::to_string(size_);
 }
 
-sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* request,
-                               sl_error_t* err) {
+sl_result_t Communicator::PostLabeled(const sl_op_t& op, const std::string& label,
+                                      std::shared_ptr<Request>* request, sl_error_t* err) {
   std::string message;
   sl_result_t code = ValidateOp(op, rank_, size_, &message);
   if (code != SL_OK) {
     return SlSetError(err, code, "ucx %s on %s", message.c_str(), Where().c_str());
   }
-  auto req = std::make_shared<Request>(this, op, size_);
+  auto req = std::make_shared<Request>(transport_.get(), op, size_, label);
   const bool p2p = op.kind == SL_OP_SEND || op.kind == SL_OP_RECV;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -295,17 +296,13 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
   AlgoArgs args{&op, rank_, size_, &options_};
   auto operation = std::make_unique<Operation>(req, SelectSchedule(args), p2p,
                                                p2p ? 0 : TagSeq(++collective_seq_));
+  transport_->CountPosted();
   {
     std::lock_guard<std::mutex> lock(mu_);
     incoming_.push_back(std::move(operation));
     pending_.push_back(req);
-    unfinished_.fetch_add(1);
-    has_incoming_.store(true);
-    if (thread_idle_) thread_cv_.notify_one();
   }
-  if (driver_blocked_.load()) ucp_worker_signal(worker_.get());
-  // One pass now, so the op's first messages leave before anyone waits.
-  TryProgress();
+  transport_->OnPosted();
   *request = std::move(req);
   backend::SlClearError(err);
   return SL_OK;
@@ -323,24 +320,19 @@ void Communicator::Abort() {
                                           ": the communicator was aborted");
   }
   // Tell the peers now if nobody is driving; otherwise the driver does it
-  // on its next pass. Wake a driver sleeping on the event fd.
-  if (driver_mu_.try_lock()) {
+  // on its next pass (Advance). Then wake a driver sleeping on the event fd.
+  if (transport_->driver_mu().try_lock()) {
     NoticeAbort();
-    driver_mu_.unlock();
+    transport_->driver_mu().unlock();
   }
-  ucp_worker_signal(worker_.get());
-  std::lock_guard<std::mutex> lock(mu_);
-  thread_cv_.notify_all();
-  cv_.notify_all();
+  transport_->Wake();
 }
 
-void Communicator::OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  // Runs inside ucp_worker_progress, on the driver.
-  auto* error_arg = static_cast<ErrorArg*>(arg);
-  error_arg->comm->MarkDead(error_arg->rank,
-                            std::string("UCX reported the endpoint failed: ") +
-                                ucs_status_string(status));
+void Communicator::PeerDied(int trank, const std::string& why) {
+  const int r = rank_of_[trank];
+  if (r < 0 || !dead_[r].empty()) return;
+  dead_[r] = why;
+  any_dead_ = true;
 }
 
 }  // namespace syncline::ucx_backend

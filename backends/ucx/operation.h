@@ -1,8 +1,8 @@
 // operation.h: executes one Schedule over UCP without blocking.
 //
-// The communicator's driver (whichever thread holds its driver lock: a
-// waiter in Wait/Test, the poster, or the background progress thread) calls
-// Advance() repeatedly. Advance posts the current round's sends and
+// The driver (whichever thread holds the Transport's driver lock: a waiter
+// in Wait/Test, a poster, or the background progress thread) calls
+// Advance() repeatedly, through the op's communicator. Advance posts the current round's sends and
 // receives with ucp_tag_{send,recv}_nbx, and once UCP has completed them all
 // (through the callbacks below, run inside ucp_worker_progress), runs the
 // round's local actions and moves on. It never waits.
@@ -12,7 +12,8 @@
 // UCP to drop the receives still outstanding; sends cannot be cancelled and
 // finish (or fail) when their endpoint closes. An Operation must therefore
 // outlive its outstanding UCP requests: the communicator keeps failed ones
-// in a zombie list until outstanding() is 0 or the worker is gone.
+// in a zombie list (the Transport's, so they may outlive the communicator)
+// until outstanding() is 0 or the worker is gone.
 //
 // Thread safety: every method runs on the thread that holds the driver lock.
 #ifndef SYNCLINE_BACKENDS_UCX_OPERATION_H_

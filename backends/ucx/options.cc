@@ -6,6 +6,8 @@
 #include <optional>
 #include <string_view>
 
+#include "backends/ucx/tag.h"
+
 namespace syncline::ucx_backend {
 namespace {
 
@@ -59,7 +61,9 @@ std::string KnownKeys() {
       "\n  busy_poll_us: microseconds a waiter polls before sleeping on the event fd"
       "\n  async_progress_delay_us: microseconds before the progress thread drives an "
       "op nobody waits for"
-      "\n  peer_error_mode: auto | peer | none (UCP error handling of endpoints)";
+      "\n  peer_error_mode: auto | peer | none (UCP error handling of endpoints)"
+      "\n  tag_spaces: tag spaces a split family may use, 2..2048 (past them, Split "
+      "builds a fresh worker)";
   return keys;
 }
 
@@ -93,6 +97,14 @@ bool SetOption(std::string_view key, std::string_view value, Options* options,
     }
     (key == "busy_poll_us" ? options->busy_poll_us : options->async_progress_delay_us) =
         number;
+    return true;
+  }
+  if (key == "tag_spaces") {
+    if (!ParseNumber(value, &number) || number < 2 || number > kTagSpaces) {
+      *error = "tag_spaces must be a number from 2 to " + std::to_string(kTagSpaces);
+      return false;
+    }
+    options->tag_spaces = number;
     return true;
   }
   if (key == "peer_error_mode") {

@@ -52,6 +52,10 @@ struct Options {
   // the background progress thread drives it.
   int64_t async_progress_delay_us = 1000;
   PeerErrorMode peer_error_mode = PeerErrorMode::kAuto;
+  // Tag spaces a split family may use (tag.h: at most 2048, the width of
+  // the tag's space field; at least 2). Past them, Split gives a new group
+  // a fresh worker through the store. Lower only to test that fallback.
+  int64_t tag_spaces = 2048;
 };
 
 // ParseOptions()

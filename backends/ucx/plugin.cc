@@ -7,8 +7,8 @@
 //
 // Capabilities: CPU buffers; every op, every dtype, every reduction on
 // every dtype (reductions use backends/common's kernels). comm_split is
-// left NULL: the core builds sub-groups with comm_create, and each
-// communicator owns its worker (see communicator.h).
+// set: a split child shares its parent's worker and endpoints and gets a
+// tag space of its own (communicator.h, transport.h).
 #include <memory>
 
 #include "backends/common/plugin_table.h"
@@ -34,6 +34,7 @@ sl_backend_v1_t MakeTable() {
   table.version = "syncline-ucx 0.1 (built against UCX " SL_STR(UCP_API_MAJOR) "." SL_STR(
       UCP_API_MINOR) ", UCP tag API)";
   const uint32_t all_dtypes = (1u << SL_DTYPE_COUNT) - 1;
+  table.comm_split = &backend::PluginAdapter<Traits>::CommSplit;
   table.caps.device_mask = 1u << SL_DEVICE_CPU;
   table.caps.op_mask = (1u << SL_OP_KIND_COUNT) - 1;
   table.caps.dtype_mask = all_dtypes;

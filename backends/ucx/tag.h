@@ -3,7 +3,7 @@
 // UCP matches a receive to a message by (tag & mask). Every receive here uses
 // the full mask, so the tag alone must make a message unambiguous:
 //
-//   bit 63..53  comm     11 bits of the communicator id (a hash of it)
+//   bit 63..53  space    11 bits: the communicator's tag space on its worker
 //   bit 52..33  source   the sender's rank, 20 bits (groups up to 1M ranks)
 //   bit 32      p2p      1 for SEND/RECV, 0 for collectives
 //   bit 31..0   payload  collectives: seq (20 bits) << 12 | step (12 bits)
@@ -17,14 +17,22 @@
 // Both wrap (seq skipping 0, see TagSeq); that is safe because at most one collective runs at a time and
 // UCP matches messages with equal tags from one sender in order.
 //
-// Each communicator has its own UCP worker (see communicator.h), so the comm
-// field is defence in depth: it keeps a stray message of another group out
-// even if workers were ever shared.
+// Tag spaces: a communicator made by comm_create gets its own UCP worker
+// (transport.h) and tag space 0 on it. Every communicator split from it,
+// recursively, shares that worker, so the space field is what keeps their
+// messages apart: parent and child, and sibling children of different
+// colors, never share a space on any worker, so no receive of one can match
+// a message of another. Spaces are allocated at Split (split_plan.h): the
+// new groups take the next spaces above the highest one any rank of the
+// parent has used, so they are fresh on every member's worker, and are
+// never reused while the worker lives (a late message for a destroyed
+// group can only sit unmatched, never reach a new group). A family has
+// kTagSpaces spaces; past that, Split falls back to a fresh worker.
 //
 // Thread safety: pure functions.
 //
 // Example:
-//   uint64_t t = CollectiveTag(comm_bits, /*source=*/3, /*seq=*/42, /*step=*/7);
+//   uint64_t t = CollectiveTag(/*space=*/2, /*source=*/3, /*seq=*/42, /*step=*/7);
 //   TagFields f = UnpackTag(t);   // f.source == 3, f.seq == 42, f.step == 7
 #ifndef SYNCLINE_BACKENDS_UCX_TAG_H_
 #define SYNCLINE_BACKENDS_UCX_TAG_H_
@@ -41,6 +49,7 @@ inline constexpr int kTagSourceShift = 33;
 inline constexpr int kTagCommShift = kTagSourceShift + kTagSourceBits;  // 53
 inline constexpr uint64_t kTagP2pBit = uint64_t{1} << 32;
 inline constexpr int kMaxRanks = 1 << kTagSourceBits;
+inline constexpr uint32_t kTagSpaces = 1u << kTagCommBits;
 inline constexpr uint64_t kTagFullMask = ~uint64_t{0};
 // Collective seq 0 is reserved for the communicator's own messages: the
 // hello exchange (step 0) and failure notices (kTagNoticeStep), which are
@@ -59,24 +68,15 @@ constexpr uint64_t Low(uint64_t value, int bits) {
   return value & ((uint64_t{1} << bits) - 1);
 }
 
-// CommTagBits()
-//
-// Folds a 64-bit communicator id into the tag's comm field. Ids of sibling
-// sub-groups differ in low bits (see Communicator::Split in the core), so a
-// multiplicative hash spreads them rather than truncating.
-constexpr uint64_t CommTagBits(uint64_t comm_id) {
-  return (comm_id * 0x9E3779B97F4A7C15ull) >> (64 - kTagCommBits);
-}
-
-constexpr uint64_t CollectiveTag(uint64_t comm_bits, int source, uint64_t seq,
+constexpr uint64_t CollectiveTag(uint64_t space, int source, uint64_t seq,
                                  uint32_t step) {
-  return (Low(comm_bits, kTagCommBits) << kTagCommShift) |
+  return (Low(space, kTagCommBits) << kTagCommShift) |
          (Low(static_cast<uint64_t>(source), kTagSourceBits) << kTagSourceShift) |
          (Low(seq, kTagSeqBits) << kTagStepBits) | Low(step, kTagStepBits);
 }
 
-constexpr uint64_t P2pTag(uint64_t comm_bits, int source, uint32_t user_tag) {
-  return (Low(comm_bits, kTagCommBits) << kTagCommShift) |
+constexpr uint64_t P2pTag(uint64_t space, int source, uint32_t user_tag) {
+  return (Low(space, kTagCommBits) << kTagCommShift) |
          (Low(static_cast<uint64_t>(source), kTagSourceBits) << kTagSourceShift) |
          kTagP2pBit | user_tag;
 }

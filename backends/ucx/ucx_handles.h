@@ -1,9 +1,10 @@
-// ucx_handles.h: RAII owners for the UCP objects one communicator holds.
+// ucx_handles.h: RAII owners for the UCP objects one Transport holds (one
+// per split family of communicators, see transport.h).
 //
 // Each wrapper owns exactly one handle and releases it in its destructor, in
 // the order UCP requires when they are members of one object: endpoints
 // before the worker, the worker (and its address) before the context.
-// Communicator declares its members in that reverse order.
+// Transport declares its members in that reverse order.
 //
 // Thread safety: none; the owner serializes use (see communicator.h).
 #ifndef SYNCLINE_BACKENDS_UCX_UCX_HANDLES_H_
@@ -34,7 +35,7 @@ class UcpContext {
 };
 
 // UcpWorker: ucp_worker_create/destroy, plus the worker's address and event
-// fd. Serialized thread mode: only the thread that holds the communicator's
+// fd. Serialized thread mode: only the thread that holds the Transport's
 // driver lock calls into it (ucp_worker_signal excepted, which UCP allows
 // from any thread).
 class UcpWorker {

@@ -6,7 +6,7 @@
 
 #include "backends/common/error.h"
 #include "backends/common/reduce.h"
-#include "backends/ucx/communicator.h"
+#include "backends/ucx/transport.h"
 
 namespace syncline::ucx_backend {
 namespace {
@@ -21,14 +21,17 @@ Clock::time_point DeadlineOf(const sl_op_t& op, Clock::time_point now) {
 
 }  // namespace
 
-Request::Request(Communicator* comm, const sl_op_t& op, int group_size)
-    : comm_(comm),
+Request::Request(Transport* transport, const sl_op_t& op, int group_size,
+                 std::string label)
+    : transport_(transport),
       op_(op),
+      label_(std::move(label)),
       group_size_(group_size),
       posted_(Clock::now()),
       deadline_(DeadlineOf(op, posted_)) {}
 
 std::string Request::Describe() const {
+  if (!label_.empty()) return label_;
   using backend::SlDtypeName;
   const bool uses_send = op_.kind == SL_OP_SEND || op_.kind == SL_OP_REDUCE_SCATTER ||
                          op_.kind == SL_OP_ALLGATHER || op_.kind == SL_OP_ALLTOALL ||
@@ -76,7 +79,7 @@ bool Request::Complete(sl_result_t code, std::string message) {
     message_ = std::move(message);
     done_.store(true, std::memory_order_release);
   }
-  comm_->NotifyWaiters();
+  transport_->NotifyWaiters();
   return true;
 }
 
@@ -86,7 +89,7 @@ sl_result_t Request::Result(sl_error_t* err) const {
 }
 
 sl_result_t Request::Test(int* done, sl_error_t* err) {
-  if (!this->done()) comm_->TryProgress();
+  if (!this->done()) transport_->TryProgress();
   *done = this->done() ? 1 : 0;
   if (*done == 0) {
     backend::SlClearError(err);
@@ -99,7 +102,7 @@ sl_result_t Request::Wait(int64_t timeout_ms, sl_error_t* err) {
   const Clock::time_point until =
       timeout_ms < 0 ? Clock::time_point::max()
                      : Clock::now() + std::chrono::milliseconds(timeout_ms);
-  if (!comm_->WaitFor(*this, until)) {
+  if (!transport_->WaitFor(*this, until)) {
     return backend::SlSetError(
         err, SL_ERR_TIMEOUT,
         "ucx %s: wait timed out after %" PRId64

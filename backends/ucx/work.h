@@ -31,13 +31,15 @@
 namespace syncline::ucx_backend {
 
 using Clock = std::chrono::steady_clock;
-class Communicator;
+class Transport;
 
 class Request {
  public:
   // `op` is copied (its buffers are views the caller keeps alive); the op's
-  // deadline starts now.
-  Request(Communicator* comm, const sl_op_t& op, int group_size);
+  // deadline starts now. `transport` drives it (transport.h). A non-empty
+  // `label` replaces Describe()'s text (the backend's own ops, e.g. Split's
+  // allgather, which has no sequence number of the core's).
+  Request(Transport* transport, const sl_op_t& op, int group_size, std::string label = "");
 
   const sl_op_t& op() const { return op_; }
   int group_size() const { return group_size_; }
@@ -60,8 +62,9 @@ class Request {
   sl_result_t Result(sl_error_t* err) const;
 
  private:
-  Communicator* const comm_;
+  Transport* const transport_;
   const sl_op_t op_;
+  const std::string label_;
   const int group_size_;
   const Clock::time_point posted_;
   const Clock::time_point deadline_;

@@ -114,6 +114,35 @@ absl::Status CreateBackendComm(Communicator::Impl& impl, int rank, int size,
   }
   return absl::OkStatus();
 }
+
+absl::Status SplitBackendComm(Communicator::Impl& parent, Communicator::Impl& child,
+                              int color, int key, std::shared_ptr<Store> plugin_store) {
+  child.plugin_store = std::move(plugin_store);
+  if (child.plugin_store != nullptr) {
+    child.plugin_cstore = internal::MakeCStore(child.plugin_store.get());
+  }
+  sl_error_t err{};
+  sl_result_t r;
+  {
+    std::lock_guard<std::mutex> lock(parent.post_mu);
+    r = parent.table->comm_split(parent.comm, color, key,
+                                 child.plugin_store != nullptr ? &child.plugin_cstore : nullptr,
+                                 child.comm_id, &child.comm, &err);
+  }
+  if (r != SL_OK) {
+    child.comm = nullptr;
+    return absl::Status(internal::ToStatusCode(r), err.message);
+  }
+  if (color < 0 && child.comm != nullptr) {  // a backend bug; do not leak it
+    parent.table->comm_destroy(child.comm);
+    child.comm = nullptr;
+  }
+  if (color >= 0 && child.comm == nullptr) {
+    return absl::InternalError(absl::StrCat(parent.table->name,
+                                            " comm_split returned no communicator"));
+  }
+  return absl::OkStatus();
+}
 }  // namespace internal
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(

@@ -35,6 +35,13 @@ namespace internal {
 absl::Status CreateBackendComm(Communicator::Impl& impl, int rank, int size,
                                std::shared_ptr<Store> plugin_store, Device device,
                                absl::Duration timeout);
+// Builds child.comm with the table's comm_split, collectively over
+// `parent` (every rank of it calls this, color < 0 included; child.comm
+// stays null then). Posting on the parent is blocked meanwhile, since the
+// backend may run ops on it. Keeps `plugin_store` (null when color < 0)
+// alive in `child` like CreateBackendComm. Requires parent.table->comm_split.
+absl::Status SplitBackendComm(Communicator::Impl& parent, Communicator::Impl& child,
+                              int color, int key, std::shared_ptr<Store> plugin_store);
 }  // namespace internal
 
 }  // namespace syncline

@@ -229,10 +229,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
       return absl::DataLossError(absl::StrCat("split: malformed entry from rank ", r, ": ", v));
     }
   }
-  if (color < 0) return std::unique_ptr<Communicator>();
   std::vector<std::pair<int64_t, int>> members;  // (key, old rank)
   for (int r = 0; r < size_; ++r) {
-    if (all[2 * r] == color) members.push_back({all[2 * r + 1], r});
+    if (color >= 0 && all[2 * r] == color) members.push_back({all[2 * r + 1], r});
   }
   std::sort(members.begin(), members.end());
   int new_rank = 0;
@@ -253,9 +252,24 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
   impl->comm_id = child_id;
   impl->root_store = impl_->root_store;
   impl->backend_options = impl_->backend_options;
-  SL_RETURN_IF_ERROR(internal::CreateBackendComm(*impl, new_rank, new_size,
-                                                 MakePrefixStore("plugin", scoped), device_,
-                                                 timeout_));
+  if (impl_->table->comm_split != nullptr) {
+    // The backend splits the parent itself (e.g. UCX reuses its endpoints);
+    // it is collective over the parent, so ranks outside every group call it too.
+    absl::Status split = internal::SplitBackendComm(
+        *impl_, *impl, color, key, color < 0 ? nullptr : MakePrefixStore("plugin", scoped));
+    if (!split.ok()) {
+      return absl::Status(split.code(),
+                          absl::StrFormat("split #%d (color %d) on rank %d/%d over %s: %s",
+                                          split_index, color, rank_, size_, impl_->name,
+                                          split.message()));
+    }
+    if (color < 0) return std::unique_ptr<Communicator>();
+  } else {
+    if (color < 0) return std::unique_ptr<Communicator>();
+    SL_RETURN_IF_ERROR(internal::CreateBackendComm(*impl, new_rank, new_size,
+                                                   MakePrefixStore("plugin", scoped), device_,
+                                                   timeout_));
+  }
   impl->recorder = std::make_shared<internal::FlightRecorder>(new_rank, new_size,
                                                               child_id, scoped);
   return std::unique_ptr<Communicator>(new Communicator(

@@ -166,6 +166,7 @@ void CheckComm::Stop(sl_result_t code, const std::string& why) {
                 " never ran: the communicator is unusable since " + why,
             nullptr);
   }
+  drained_cv_.notify_all();
 }
 
 sl_result_t CheckComm::Abort(sl_error_t* err) {
@@ -192,9 +193,30 @@ void CheckComm::WorkerLoop() {
       if (queue_.empty()) return;  // stopping, nothing left
       pending = std::move(queue_.front());
       queue_.pop_front();
+      running_ = true;
     }
     Run(*pending);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = false;
+    }
+    drained_cv_.notify_all();
   }
+}
+
+sl_result_t CheckComm::SplitInner(int32_t color, int32_t key, const sl_store_t* store,
+                                  uint64_t new_comm_id, sl_comm_t** child,
+                                  sl_comm_config_t* child_config, sl_error_t* err) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    drained_cv_.wait(lock, [&] { return (queue_.empty() && !running_) || stopping_; });
+    if (broken_code_ != SL_OK) {
+      return SlSetError(err, broken_code_, "the communicator is unusable since %s",
+                        broken_message_.c_str());
+    }
+  }
+  std::lock_guard<std::mutex> lock(inner_post_mu_);
+  return WrappedComm::SplitInner(color, key, store, new_comm_id, child, child_config, err);
 }
 
 void CheckComm::Run(PendingOp& pending) {

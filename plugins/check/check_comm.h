@@ -89,6 +89,13 @@ class CheckComm : public WrappedComm {
   // Fails what is still queued and joins the worker. A worker in the middle
   // of an exchange finishes it first (bounded by the op's deadline).
   void OnDestroy() override;
+  // Waits until the worker has handed every queued collective to the inner
+  // communicator (the core posts nothing during a split), then splits with
+  // the inner posts locked out, so the split's inner ops come after the
+  // same ops on every rank. A desynchronized communicator does not split.
+  sl_result_t SplitInner(int32_t color, int32_t key, const sl_store_t* store,
+                         uint64_t new_comm_id, sl_comm_t** child,
+                         sl_comm_config_t* child_config, sl_error_t* err) override;
 
  private:
   void WorkerLoop();
@@ -111,6 +118,8 @@ class CheckComm : public WrappedComm {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<PendingOp>> queue_ ABSL_GUARDED_BY(mu_);
+  bool running_ ABSL_GUARDED_BY(mu_) = false;  // the worker holds a popped op
+  std::condition_variable drained_cv_;        // queue_ empty and !running_
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // The first desync or abort; SL_OK while usable.
   sl_result_t broken_code_ ABSL_GUARDED_BY(mu_) = SL_OK;

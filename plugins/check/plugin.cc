@@ -15,6 +15,13 @@
 namespace syncline::plugin::check {
 namespace {
 
+CheckOptions OptionsFromEnv() {
+  CheckOptions options;
+  const char* nan = std::getenv("SYNCLINE_CHECK_NAN");
+  options.scan_non_finite = nan != nullptr && std::strcmp(nan, "1") == 0;
+  return options;
+}
+
 sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& config,
                        std::unique_ptr<WrappedComm>* comm, sl_error_t* err) {
   // The fingerprints travel in a CPU buffer.
@@ -25,17 +32,22 @@ sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& conf
         "remove check from SYNCLINE_PLUGINS (and SYNCLINE_DEBUG=detail) for this backend",
         next->name);
   }
-  CheckOptions options;
-  const char* nan = std::getenv("SYNCLINE_CHECK_NAN");
-  options.scan_non_finite = nan != nullptr && std::strcmp(nan, "1") == 0;
   sl_comm_t* inner = nullptr;
   const sl_result_t rc = CreateInner(next, config, &inner, err);
   if (rc != SL_OK) return rc;
-  *comm = std::make_unique<CheckComm>(next, inner, config, options);
+  *comm = std::make_unique<CheckComm>(next, inner, config, OptionsFromEnv());
   return SL_OK;
 }
 
-const InterposerInfo kInfo = {"check", CreateComm};
+// A split child (only offered over CPU-capable backends, see Wrap()).
+sl_result_t WrapChild(const sl_backend_v1_t* next, sl_comm_t* inner,
+                      const sl_comm_config_t& config, std::unique_ptr<WrappedComm>* comm,
+                      sl_error_t* /*err*/) {
+  *comm = std::make_unique<CheckComm>(next, inner, config, OptionsFromEnv());
+  return SL_OK;
+}
+
+const InterposerInfo kInfo = {"check", CreateComm, WrapChild};
 
 sl_result_t WrapTable(const sl_backend_v1_t* next, const sl_backend_v1_t** wrapped,
                       sl_error_t* err) {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backends/common/error.h"
 
@@ -67,6 +68,47 @@ using CommCreateFn = sl_result_t (*)(const sl_comm_config_t*, sl_comm_t**, sl_er
 constexpr CommCreateFn kCommCreateFns[kMaxSlots] = {
     CommCreateAt<0>, CommCreateAt<1>, CommCreateAt<2>, CommCreateAt<3>,
     CommCreateAt<4>, CommCreateAt<5>, CommCreateAt<6>, CommCreateAt<7>};
+
+sl_result_t CommSplit(int slot_index, sl_comm_t* parent, int32_t color, int32_t key,
+                      const sl_store_t* store, uint64_t new_comm_id, sl_comm_t** child,
+                      sl_error_t* err) {
+  const Slot* slot = g_slots[slot_index].load(std::memory_order_acquire);
+  return SlGuard(err, slot->info->name, [&] {
+    if (parent == nullptr || child == nullptr) {
+      return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
+                        "%s comm_split: null communicator or output pointer",
+                        slot->info->name);
+    }
+    *child = nullptr;
+    WrappedComm* wrapped_parent = Unwrap(parent);
+    sl_comm_t* inner = nullptr;
+    sl_comm_config_t config{};
+    const sl_result_t rc =
+        wrapped_parent->SplitInner(color, key, store, new_comm_id, &inner, &config, err);
+    if (rc != SL_OK || inner == nullptr) return rc;  // color < 0: no child
+    std::unique_ptr<WrappedComm> made;
+    const sl_result_t wrapped = slot->info->wrap(slot->next, inner, config, &made, err);
+    if (wrapped != SL_OK) {
+      slot->next->comm_destroy(inner);
+      return wrapped;
+    }
+    *child = reinterpret_cast<sl_comm_t*>(made.release());
+    return SL_OK;
+  });
+}
+
+template <int N>
+sl_result_t CommSplitAt(sl_comm_t* parent, int32_t color, int32_t key,
+                        const sl_store_t* store, uint64_t new_comm_id, sl_comm_t** child,
+                        sl_error_t* err) {
+  return CommSplit(N, parent, color, key, store, new_comm_id, child, err);
+}
+
+using CommSplitFn = sl_result_t (*)(sl_comm_t*, int32_t, int32_t, const sl_store_t*,
+                                    uint64_t, sl_comm_t**, sl_error_t*);
+constexpr CommSplitFn kCommSplitFns[kMaxSlots] = {
+    CommSplitAt<0>, CommSplitAt<1>, CommSplitAt<2>, CommSplitAt<3>,
+    CommSplitAt<4>, CommSplitAt<5>, CommSplitAt<6>, CommSplitAt<7>};
 
 void CommDestroy(sl_comm_t* comm) {
   SlGuardVoid("interposer comm_destroy", [&] {
@@ -193,6 +235,39 @@ sl_result_t WrappedComm::Post(const sl_op_t& op, std::unique_ptr<WrappedRequest>
   return PostInner(op, request, err);
 }
 
+sl_result_t WrappedComm::SplitInner(int32_t color, int32_t key, const sl_store_t* store,
+                                    uint64_t new_comm_id, sl_comm_t** child,
+                                    sl_comm_config_t* child_config, sl_error_t* err) {
+  // Every rank's (color, key), over the inner communicator. Its seq (bit 63
+  // and bit 30) is none of the core's, nor check's fingerprint exchanges'.
+  const uint64_t split = splits_.fetch_add(1) + 1;
+  std::vector<int64_t> mine = {color, key};
+  std::vector<int64_t> all(2 * static_cast<size_t>(size_));
+  sl_op_t x{};
+  x.kind = SL_OP_ALLGATHER;
+  x.seq = (1ull << 63) | (1ull << 30) | split;
+  x.send = sl_buffer_t{mine.data(), mine.size(), SL_I64, SL_DEVICE_CPU, 0, nullptr};
+  x.recv = sl_buffer_t{all.data(), all.size(), SL_I64, SL_DEVICE_CPU, 0, nullptr};
+  x.timeout_ms = timeout_ms_;
+  sl_request_t* request = nullptr;
+  sl_result_t rc = next_->post(inner_, &x, &request, err);
+  if (rc != SL_OK) return rc;
+  // No wait timeout: the buffers are ours, and the op fails by its deadline.
+  rc = next_->request_wait(request, -1, err);
+  next_->request_free(request);
+  if (rc != SL_OK) return rc;
+  int child_rank = 0, child_size = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (color < 0 || all[2 * r] != color) continue;
+    const bool before = all[2 * r + 1] < key || (all[2 * r + 1] == key && r < rank_);
+    if (before) ++child_rank;
+    ++child_size;
+  }
+  *child_config = sl_comm_config_t{child_rank,    child_size,  store,       device_,
+                                   device_index_, timeout_ms_, new_comm_id, nullptr};
+  return next_->comm_split(inner_, color, key, store, new_comm_id, child, err);
+}
+
 sl_result_t CreateInner(const sl_backend_v1_t* next, const sl_comm_config_t& config,
                         sl_comm_t** inner, sl_error_t* err) {
   *inner = nullptr;
@@ -229,7 +304,12 @@ sl_result_t Wrap(const InterposerInfo& info, const sl_backend_v1_t* next,
         t.comm_create = kCommCreateFns[i];
         t.comm_destroy = CommDestroy;
         t.comm_abort = CommAbort;
-        t.comm_split = nullptr;  // the core splits through comm_create: wrapped too
+        // Split children are wrapped like created ones; without a next
+        // comm_split (or a way to wrap, or CPU buffers for the rank
+        // exchange) the core falls back to comm_create, wrapped too.
+        const bool can_split = next->comm_split != nullptr && info.wrap != nullptr &&
+                               (next->caps.device_mask & (1u << SL_DEVICE_CPU)) != 0;
+        t.comm_split = can_split ? kCommSplitFns[i] : nullptr;
         t.post = Post;
         t.request_test = RequestTest;
         t.request_wait = RequestWait;

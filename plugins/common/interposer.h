@@ -18,9 +18,11 @@
 // The wrapped table keeps the next layer's name and capabilities (so the
 // core's validation and messages are unchanged) and appends "+<plugin>" to
 // its version, so ranks that stack different interposers fail the core's
-// backend agreement instead of deadlocking. comm_split is left NULL, so the
-// core builds sub-groups through comm_create and every one of them is
-// wrapped too.
+// backend agreement instead of deadlocking. comm_split is wrapped when the
+// next layer has one and the plugin can wrap an existing communicator
+// (InterposerInfo::wrap): the child the next layer splits off is wrapped
+// exactly like one from comm_create. Otherwise comm_split stays NULL and
+// the core builds sub-groups through comm_create, wrapped as usual.
 //
 // Threading: as the ABI. Post() is called by one thread at a time per
 // communicator (the core serializes posts); Abort(), Test() and Wait() may
@@ -98,7 +100,9 @@ class WrappedComm {
         rank_(config.rank),
         size_(config.size),
         comm_id_(config.comm_id),
-        timeout_ms_(config.timeout_ms) {}
+        timeout_ms_(config.timeout_ms),
+        device_(config.device),
+        device_index_(config.device_index) {}
   // Does not destroy the inner communicator: the table's comm_destroy calls
   // OnDestroy(), then the inner comm_destroy, then deletes this object.
   virtual ~WrappedComm() = default;
@@ -109,6 +113,19 @@ class WrappedComm {
   virtual sl_result_t Post(const sl_op_t& op, std::unique_ptr<WrappedRequest>* request,
                            sl_error_t* err);
   virtual sl_result_t Abort(sl_error_t* err) { return next_->comm_abort(inner_, err); }
+  // SplitInner()
+  //
+  // next()->comm_split on the inner communicator; collective over this one.
+  // comm_split does not report the child's rank and size, so it first
+  // allgathers (color, key) over the inner communicator (a CPU buffer;
+  // Wrap() only offers comm_split over backends that move CPU buffers) and
+  // fills `child_config` with the child's rank, size, comm id, store and
+  // this communicator's device and timeout. Subclasses that post to the
+  // inner communicator from other threads (check) override it to let those
+  // posts drain first, so that every rank's inner op order stays the same.
+  virtual sl_result_t SplitInner(int32_t color, int32_t key, const sl_store_t* store,
+                                 uint64_t new_comm_id, sl_comm_t** child,
+                                 sl_comm_config_t* child_config, sl_error_t* err);
   // Runs before the inner communicator is destroyed (e.g. to write files).
   virtual void OnDestroy() {}
 
@@ -132,6 +149,9 @@ class WrappedComm {
   const int size_;
   const uint64_t comm_id_;
   const int64_t timeout_ms_;
+  const sl_device_type_t device_;
+  const int32_t device_index_;
+  std::atomic<uint64_t> splits_{0};  // tells the exchanges of successive splits apart
 };
 
 // A plugin's communicator factory: creates the inner communicator (usually
@@ -140,9 +160,18 @@ using CommFactory = sl_result_t (*)(const sl_backend_v1_t* next,
                                     const sl_comm_config_t& config,
                                     std::unique_ptr<WrappedComm>* comm, sl_error_t* err);
 
+// A plugin's wrapper for a communicator the next layer has already made
+// (comm_split's child): wraps `inner` as `create` would have wrapped the one
+// it made; on failure, leaves `inner` to the caller (which destroys it).
+using CommWrapper = sl_result_t (*)(const sl_backend_v1_t* next, sl_comm_t* inner,
+                                    const sl_comm_config_t& config,
+                                    std::unique_ptr<WrappedComm>* comm, sl_error_t* err);
+
 struct InterposerInfo {
   const char* name;  // "check", used in the version string and in messages
   CommFactory create;
+  // Wraps split children; NULL leaves the wrapped table's comm_split NULL.
+  CommWrapper wrap = nullptr;
 };
 
 // CreateInner()

@@ -81,10 +81,12 @@ class FaultsComm : public WrappedComm {
   const std::vector<Fault> faults_;  // only those that apply to this comm
 };
 
-sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& config,
-                       std::unique_ptr<WrappedComm>* comm, sl_error_t* err) {
+// The faults of SYNCLINE_FAULT that apply to `config`'s rank and comm id;
+// fails (as an injected init failure) when one of them is fail_init.
+sl_result_t FaultsFor(const sl_comm_config_t& config, std::vector<Fault>* mine,
+                      sl_error_t* err) {
   const char* env = std::getenv("SYNCLINE_FAULT");
-  std::vector<Fault> all, mine;
+  std::vector<Fault> all;
   std::string error;
   if (!ParseFaults(env != nullptr ? env : "", &all, &error)) {
     return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "%s", error.c_str());
@@ -99,16 +101,36 @@ sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& conf
           "initialize on rank %d",
           f.text.c_str(), static_cast<unsigned long long>(config.comm_id), config.rank);
     }
-    mine.push_back(f);
+    mine->push_back(f);
   }
+  return SL_OK;
+}
+
+sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& config,
+                       std::unique_ptr<WrappedComm>* comm, sl_error_t* err) {
+  std::vector<Fault> mine;
+  sl_result_t rc = FaultsFor(config, &mine, err);
+  if (rc != SL_OK) return rc;
   sl_comm_t* inner = nullptr;
-  const sl_result_t rc = CreateInner(next, config, &inner, err);
+  rc = CreateInner(next, config, &inner, err);
   if (rc != SL_OK) return rc;
   *comm = std::make_unique<FaultsComm>(next, inner, config, std::move(mine));
   return SL_OK;
 }
 
-const InterposerInfo kInfo = {"faults", CreateComm};
+// A split child: the same faults apply to it by its own rank and comm id
+// (fail_init fails the split; the caller destroys the inner child).
+sl_result_t WrapChild(const sl_backend_v1_t* next, sl_comm_t* inner,
+                      const sl_comm_config_t& config, std::unique_ptr<WrappedComm>* comm,
+                      sl_error_t* err) {
+  std::vector<Fault> mine;
+  const sl_result_t rc = FaultsFor(config, &mine, err);
+  if (rc != SL_OK) return rc;
+  *comm = std::make_unique<FaultsComm>(next, inner, config, std::move(mine));
+  return SL_OK;
+}
+
+const InterposerInfo kInfo = {"faults", CreateComm, WrapChild};
 
 sl_result_t WrapTable(const sl_backend_v1_t* next, const sl_backend_v1_t** wrapped,
                       sl_error_t* err) {

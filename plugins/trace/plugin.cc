@@ -91,7 +91,14 @@ sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& conf
   return SL_OK;
 }
 
-const InterposerInfo kInfo = {"trace", CreateComm};
+sl_result_t WrapChild(const sl_backend_v1_t* next, sl_comm_t* inner,
+                      const sl_comm_config_t& config, std::unique_ptr<WrappedComm>* comm,
+                      sl_error_t* /*err*/) {
+  *comm = std::make_unique<TraceComm>(next, inner, config);
+  return SL_OK;
+}
+
+const InterposerInfo kInfo = {"trace", CreateComm, WrapChild};
 
 sl_result_t WrapTable(const sl_backend_v1_t* next, const sl_backend_v1_t** wrapped,
                       sl_error_t* err) {

@@ -1,6 +1,6 @@
 // Unit tests of the pieces of the interposers that need no processes: the
-// check interposer's fingerprint comparison (the exact message users see)
-// and the SYNCLINE_FAULT parser.
+// check interposer's fingerprint comparison (the exact message users see),
+// the SYNCLINE_FAULT parser, and when a wrapped table offers comm_split.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plugins/check/fingerprint.h"
+#include "plugins/common/interposer.h"
 #include "plugins/faults/fault_spec.h"
 
 namespace syncline::plugin {
@@ -25,6 +26,53 @@ sl_op_t Op(sl_op_kind_t kind, uint64_t seq, size_t count, sl_dtype_t dtype, void
   op.redop = SL_SUM;
   op.root = root;
   return op;
+}
+
+// A wrapped table offers comm_split only when the next layer has one, the
+// plugin can wrap a split child, and the next layer moves CPU buffers (the
+// wrapper learns the child's rank with a CPU allgather); otherwise the core
+// falls back to comm_create.
+sl_result_t FakeSplit(sl_comm_t*, int32_t, int32_t, const sl_store_t*, uint64_t,
+                      sl_comm_t**, sl_error_t*) {
+  return SL_OK;
+}
+sl_result_t NoCreate(const sl_backend_v1_t*, const sl_comm_config_t&,
+                     std::unique_ptr<WrappedComm>*, sl_error_t*) {
+  return SL_ERR_INTERNAL;
+}
+sl_result_t NoWrap(const sl_backend_v1_t*, sl_comm_t*, const sl_comm_config_t&,
+                   std::unique_ptr<WrappedComm>*, sl_error_t*) {
+  return SL_ERR_INTERNAL;
+}
+
+TEST(Interposer, WrapsCommSplitOnlyWhenTheNextLayerCanSplit) {
+  static const InterposerInfo kCanWrap = {"test", NoCreate, NoWrap};
+  static const InterposerInfo kCannotWrap = {"test", NoCreate, nullptr};
+  auto table = [](bool split, uint32_t devices) {
+    sl_backend_v1_t t{};
+    t.abi_version = SL_ABI_VERSION;
+    t.struct_size = sizeof(t);
+    t.name = "next";
+    t.version = "1";
+    t.caps.device_mask = devices;
+    t.comm_split = split ? FakeSplit : nullptr;
+    return t;
+  };
+  static sl_backend_v1_t cpu_split = table(true, 1u << SL_DEVICE_CPU);
+  static sl_backend_v1_t cpu_no_split = table(false, 1u << SL_DEVICE_CPU);
+  static sl_backend_v1_t cuda_split = table(true, 1u << SL_DEVICE_CUDA);
+  static sl_backend_v1_t cpu_split_2 = table(true, 1u << SL_DEVICE_CPU);
+  const sl_backend_v1_t* wrapped = nullptr;
+  sl_error_t err{};
+  ASSERT_EQ(Wrap(kCanWrap, &cpu_split, &wrapped, &err), SL_OK) << err.message;
+  EXPECT_NE(wrapped->comm_split, nullptr);
+  EXPECT_NE(wrapped->comm_split, &FakeSplit) << "the child must be wrapped too";
+  ASSERT_EQ(Wrap(kCanWrap, &cpu_no_split, &wrapped, &err), SL_OK) << err.message;
+  EXPECT_EQ(wrapped->comm_split, nullptr);
+  ASSERT_EQ(Wrap(kCanWrap, &cuda_split, &wrapped, &err), SL_OK) << err.message;
+  EXPECT_EQ(wrapped->comm_split, nullptr);
+  ASSERT_EQ(Wrap(kCannotWrap, &cpu_split_2, &wrapped, &err), SL_OK) << err.message;
+  EXPECT_EQ(wrapped->comm_split, nullptr);
 }
 
 TEST(Fingerprint, AgreementIsOk) {

@@ -155,7 +155,10 @@ class Communicator {
   //
   // Collective over this communicator. Ranks with the same `color` form a new
   // communicator, ordered by (key, old rank). A negative color means "not in
-  // any group": the result is then nullptr.
+  // any group": the result is then nullptr. Where the backend can split a
+  // communicator itself (UCX), the new one reuses this one's connections
+  // (no new wire-up); otherwise it is created anew through the store. Either
+  // way it is independent: this one and it may be destroyed in either order.
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key);
 
   // Abort()

@@ -197,10 +197,14 @@ typedef struct sl_backend_v1 {
    * every thread waiting on it. Safe from any thread; idempotent. */
   sl_result_t (*comm_abort)(sl_comm_t* comm, sl_error_t* err);
   /* Optional (may be NULL: the core then builds sub-groups with comm_create).
-   * Inputs: parent, color (<0: not in any group), key, store, new_comm_id.
-   * `store` is the child's, scoped to new_comm_id, and stays valid until the
-   * child's comm_destroy returns (as comm_create's store does).
-   * Outputs: *child (NULL when color < 0). Collective over parent. */
+   * Inputs: parent, color (<0: not in any group), key, store (scoped to the
+   * new group, valid until the child's comm_destroy returns, as comm_create's
+   * store is; NULL when color < 0), new_comm_id (as config->comm_id).
+   * Outputs: *child (NULL when color < 0). Collective over parent: every
+   * rank of it calls, in the same order relative to its ops; the core posts
+   * nothing on parent meanwhile. The child's ranks are ordered by (key,
+   * parent rank), as the core's; it inherits the parent's device, timeout
+   * and options. Parent and child may be destroyed in either order. */
   sl_result_t (*comm_split)(sl_comm_t* parent, int32_t color, int32_t key,
                             const sl_store_t* store, uint64_t new_comm_id,
                             sl_comm_t** child, sl_error_t* err);

@@ -17,6 +17,7 @@
 
 #include "backends/common/reduce.h"
 #include "backends/ucx/algorithms/algorithms.h"
+#include "backends/ucx/split_plan.h"
 #include "backends/ucx/tag.h"
 #include "gtest/gtest.h"
 
@@ -24,7 +25,7 @@ namespace syncline::ucx_backend {
 namespace {
 
 TEST(UcxTag, RoundTripsEveryField) {
-  const uint64_t comm = CommTagBits(12345);
+  const uint64_t comm = kTagSpaces - 1;
   const uint64_t t = CollectiveTag(comm, 1048575, 999999, 4095);
   const TagFields f = UnpackTag(t);
   EXPECT_EQ(f.comm, comm);
@@ -42,8 +43,7 @@ TEST(UcxTag, RoundTripsEveryField) {
 TEST(UcxTag, DifferentOpsSourcesAndGroupsNeverCollide) {
   std::set<uint64_t> seen;
   size_t made = 0;
-  for (uint64_t comm_id : {1ull, 2ull, 1000003ull * 1 + 1009 + 0, 1000003ull + 1009 + 1}) {
-    const uint64_t bits = CommTagBits(comm_id);
+  for (uint64_t bits : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{kTagSpaces} - 1}) {
     for (int source : {0, 1, 5}) {
       for (uint64_t seq : {1ull, 2ull, 3ull}) {
         for (uint32_t step : {0u, 1u, 4095u}) {
@@ -58,9 +58,6 @@ TEST(UcxTag, DifferentOpsSourcesAndGroupsNeverCollide) {
     }
   }
   EXPECT_EQ(seen.size(), made);
-  // Sibling sub-groups (ids differing in low bits, see the core's Split)
-  // land in different comm fields.
-  EXPECT_NE(CommTagBits(1000003ull + 1009), CommTagBits(1000003ull + 1009 + 1));
 }
 
 TEST(UcxTag, FieldsDoNotBleedIntoEachOther) {
@@ -80,7 +77,7 @@ TEST(UcxTag, SeqWrapsAroundTheReservedZero) {
 }
 
 TEST(UcxTag, NoticeMaskMatchesAnySourceButNothingElse) {
-  const uint64_t bits = CommTagBits(77);
+  const uint64_t bits = 77;
   const uint64_t want = CollectiveTag(bits, 0, 0, kTagNoticeStep);
   auto matches = [&](uint64_t tag) { return (tag & kTagAnySourceMask) == want; };
   EXPECT_TRUE(matches(CollectiveTag(bits, 0, 0, kTagNoticeStep)));
@@ -88,7 +85,82 @@ TEST(UcxTag, NoticeMaskMatchesAnySourceButNothingElse) {
   EXPECT_FALSE(matches(CollectiveTag(bits, 3, 0, 0)));               // hello
   EXPECT_FALSE(matches(CollectiveTag(bits, 3, 1, kTagNoticeStep)));  // a collective
   EXPECT_FALSE(matches(P2pTag(bits, 3, kTagNoticeStep)));
-  EXPECT_FALSE(matches(CollectiveTag(CommTagBits(78), 3, 0, kTagNoticeStep)));
+  EXPECT_FALSE(matches(CollectiveTag(78, 3, 0, kTagNoticeStep)));  // another group
+}
+
+// Split: every rank computes the same plan from the same allgathered table.
+TEST(UcxSplitPlan, MembersFollowKeyThenParentRankAndSpacesAreFreshEverywhere) {
+  // Ranks 0..5: colors 1,0,1,-1,0,1; rank 4 has used spaces up to 6 (it was
+  // in nested splits the others were not in).
+  const std::vector<SplitEntry> all = {{1, 5, 2}, {0, 0, 2}, {1, 5, 2},
+                                       {-1, 0, 2}, {0, -1, 7}, {1, 0, 3}};
+  std::set<uint32_t> spaces;
+  for (int r = 0; r < 6; ++r) {
+    const SplitPlan plan = PlanSplit(all, r);
+    EXPECT_FALSE(plan.exhausted);
+    EXPECT_EQ(plan.next_space, 9) << "7 and 8 are taken on every worker";
+    if (all[r].color < 0) {
+      EXPECT_TRUE(plan.members.empty());
+      EXPECT_EQ(plan.rank, -1);
+      continue;
+    }
+    if (all[r].color == 0) {
+      EXPECT_EQ(plan.members, (std::vector<int>{4, 1}));  // key -1 before key 0
+      EXPECT_EQ(plan.space, 7u);
+    } else {
+      EXPECT_EQ(plan.members, (std::vector<int>{5, 0, 2}));  // equal keys: parent rank
+      EXPECT_EQ(plan.space, 8u);
+    }
+    EXPECT_EQ(plan.members[plan.rank], r);
+    spaces.insert(plan.space);
+    // Fresh on every member's worker: above what any rank has used.
+    for (const SplitEntry& e : all) EXPECT_GE(plan.space, e.next_space);
+  }
+  EXPECT_EQ(spaces.size(), 2u) << "sibling groups share no tag space";
+}
+
+TEST(UcxSplitPlan, NestedSplitsNeverReuseASpace) {
+  // A family of 4 ranks splits in halves, then each half splits again, then
+  // the parent splits again: every group must get a space no member's worker
+  // has used, even though the halves advanced their counters differently.
+  std::vector<int64_t> next(4, 1);
+  std::vector<std::set<uint32_t>> used(4, std::set<uint32_t>{0});
+  auto split = [&](const std::vector<int>& parent, const std::vector<int64_t>& colors) {
+    std::vector<SplitEntry> all;
+    for (size_t i = 0; i < parent.size(); ++i) {
+      all.push_back({colors[i], 0, next[parent[i]]});
+    }
+    for (size_t i = 0; i < parent.size(); ++i) {
+      const SplitPlan plan = PlanSplit(all, static_cast<int>(i));
+      ASSERT_FALSE(plan.exhausted);
+      next[parent[i]] = plan.next_space;
+      if (colors[i] < 0) continue;
+      EXPECT_TRUE(used[parent[i]].insert(plan.space).second)
+          << "space " << plan.space << " reused on rank " << parent[i];
+    }
+  };
+  split({0, 1, 2, 3}, {0, 0, 1, 1});
+  split({0, 1}, {0, 1});
+  split({0, 1}, {5, 5});
+  split({0, 1, 2, 3}, {0, -1, 0, 0});
+  split({0, 1, 2, 3}, {3, 2, 1, 0});
+}
+
+TEST(UcxSplitPlan, RunningOutOfSpacesIsTheSameDecisionEverywhere) {
+  const int64_t last = kTagSpaces - 1;
+  const std::vector<SplitEntry> all = {{0, 0, last}, {1, 0, 1}, {0, 0, 1}};
+  for (int r = 0; r < 3; ++r) {
+    const SplitPlan plan = PlanSplit(all, r);
+    EXPECT_TRUE(plan.exhausted) << "two groups need spaces " << last << " and " << last + 1;
+    EXPECT_EQ(plan.next_space, last) << "nothing is taken";
+  }
+  // A family limited to 3 spaces (Options::tag_spaces): root 0, then 1, 2.
+  const std::vector<SplitEntry> two = {{0, 0, 1}, {1, 0, 1}};
+  EXPECT_FALSE(PlanSplit(two, 0, 3).exhausted);
+  EXPECT_TRUE(PlanSplit({{0, 0, 3}, {0, 0, 3}}, 0, 3).exhausted);
+  const std::vector<SplitEntry> one = {{0, 0, last}, {0, 0, 1}};
+  EXPECT_FALSE(PlanSplit(one, 0).exhausted);
+  EXPECT_EQ(PlanSplit(one, 1).space, static_cast<uint32_t>(last));
 }
 
 TEST(UcxOptions, ParsesKnownKeysAndRejectsOthers) {
@@ -107,6 +179,11 @@ TEST(UcxOptions, ParsesKnownKeysAndRejectsOthers) {
   ASSERT_TRUE(ParseOptions("reduce_small_max=1g;peer_error_mode=peer", &o, &error)) << error;
   EXPECT_EQ(o.reduce_small_max.value_or(0), size_t{1} << 30);
   EXPECT_EQ(o.peer_error_mode, PeerErrorMode::kPeer);
+  EXPECT_EQ(o.tag_spaces, int64_t{kTagSpaces}) << "the default is the whole tag field";
+  ASSERT_TRUE(ParseOptions("tag_spaces=3", &o, &error)) << error;
+  EXPECT_EQ(o.tag_spaces, 3);
+  EXPECT_FALSE(ParseOptions("tag_spaces=1", &o, &error)) << "the root needs space 0";
+  EXPECT_FALSE(ParseOptions("tag_spaces=4096", &o, &error)) << "wider than the tag field";
 }
 
 // --- The schedule simulator. ---

@@ -1,0 +1,194 @@
+// transport.h: the UCP resources and the progress engine that one split
+// family of UCX communicators shares.
+//
+// A Transport owns one UCP context, one worker, one endpoint per rank of
+// the communicator that comm_create made with it (the "transport ranks"),
+// those peers' identities and pidfds, and everything that drives the
+// worker: the driver lock, the waiters' condition variable and the
+// background progress thread. That communicator and every communicator
+// split from it, recursively, hold the Transport by shared_ptr; the last
+// one destroyed destroys it, so parent and child may go in either order.
+// Each communicator keeps its own ops, failure state and tag space
+// (tag.h); the Transport keeps the list of communicators attached to it.
+//
+// Progress is per worker: whichever thread drives (the holder of
+// driver_mu_: a waiter, the poster's one pass, Test(), or the progress
+// thread) runs ucp_worker_progress once and then advances the running ops
+// of every attached communicator (Communicator::Advance). So a thread that
+// waits on a parent op also completes child ops and vice versa: rank A
+// waiting on a child op and rank B waiting on a parent op both move both.
+// The hot path is unchanged from one communicator per worker: the waiter
+// drives itself, with no hand-off and no extra lock (the attached list is
+// only changed under driver_mu_).
+//
+// Peers: a dead peer (pidfd readable, or UCX's endpoint error callback) is
+// marked here, per transport rank, and handed to every attached
+// communicator that has that rank as a member, whose ops still waiting on
+// it fail (communicator.h). Endpoints are never closed while any
+// communicator of the family lives.
+//
+// Thread safety: Create() and the destructor on one thread. Attach and
+// Detach take driver_mu_. WaitFor, TryProgress, NotifyWaiters and OnPosted
+// from any thread. Members marked "driver" are touched only with
+// driver_mu_ held.
+#ifndef SYNCLINE_BACKENDS_UCX_TRANSPORT_H_
+#define SYNCLINE_BACKENDS_UCX_TRANSPORT_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "backends/ucx/bootstrap.h"
+#include "backends/ucx/operation.h"
+#include "backends/ucx/options.h"
+#include "backends/ucx/ucx_handles.h"
+#include "backends/ucx/work.h"
+#include "syncline/plugin_abi.h"
+
+namespace syncline::ucx_backend {
+
+class Communicator;
+
+// A receive that UCP may still hold after its owner is gone (notice.cc).
+struct NoticeSlot {
+  void* request = nullptr;  // the UCP request while posted
+  char in[512] = {};
+  int from = -1;  // the sender of a notice that arrived
+  std::string text;
+};
+
+class Transport {
+ public:
+  // Create()
+  //
+  // Collective over config.size ranks: creates the context and worker,
+  // exchanges worker addresses through config.store and connects to every
+  // peer. The caller proves the paths (Communicator's hello) and then calls
+  // StartProgressThread(). On failure returns the code with `*error` set.
+  static sl_result_t Create(const sl_comm_config_t& config, const Options& options,
+                            std::chrono::steady_clock::time_point deadline,
+                            std::shared_ptr<Transport>* transport, std::string* error);
+
+  // Joins the progress thread, flushes, force-closes the endpoints and
+  // frees the UCP objects. Runs when the family's last communicator goes.
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  void StartProgressThread();
+
+  // Attach() adds `comm` to the communicators the driver advances and tells
+  // it which members are already dead. Detach() removes it (driver_mu_ must
+  // be held: the communicator's destructor does its cleanup in the same
+  // critical section).
+  void Attach(Communicator* comm);
+  void Detach(Communicator* comm) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+
+  // Progress entry points for Request (work.h) and Communicator: drive or
+  // wait until `request` is done or `until` (false on timeout); one pass if
+  // nobody else drives; wake sleeping waiters.
+  bool WaitFor(const Request& request, Clock::time_point until);
+  void TryProgress();
+  void NotifyWaiters();
+  // A communicator counts an op before queueing it (CountPosted), and
+  // after queueing it calls OnPosted, which wakes a sleeping driver and the
+  // idle progress thread and then makes one pass so its first messages
+  // leave at once.
+  void CountPosted() { unfinished_.fetch_add(1); }
+  void OnPosted();
+  // After a communicator was aborted: wakes every driver and waiter.
+  void Wake();
+  // Ops that still hold UCP requests after their communicator let go of
+  // them; freed once UCP has finished with them, or with the transport.
+  void AdoptZombie(std::unique_ptr<Operation> op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+  void AdoptNotice(std::unique_ptr<NoticeSlot> slot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+  // Delivers what was sent but may still sit in a transport queue (tcp),
+  // bounded by `deadline`.
+  void Flush(Clock::time_point deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+  // Looks at same-host peers' pidfds (at most every 10 ms unless `force`).
+  void CheckPeers(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+  void CountFinished() { unfinished_.fetch_sub(1, std::memory_order_relaxed); }
+
+  // Split serializes on this (communicator.cc): the tag-space counter must
+  // not be read by two splits of one family at once on one rank.
+  std::mutex& split_mu() { return split_mu_; }
+  int64_t next_space() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(split_mu_) {
+    return next_space_;
+  }
+  void set_next_space(int64_t next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(split_mu_) {
+    next_space_ = next;
+  }
+
+  std::mutex& driver_mu() ABSL_LOCK_RETURNED(driver_mu_) { return driver_mu_; }
+  ucp_worker_h worker() const { return worker_.get(); }
+  int worker_event_fd() const { return worker_.event_fd(); }
+  ucp_ep_h endpoint(int trank) const { return endpoints_.at(trank); }
+  const PeerInfo& peer(int trank) const { return peers_[trank]; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const Options& options() const { return options_; }
+
+ private:
+  Transport(int rank, int size, const Options& options);
+  // Everything below runs with driver_mu_ held.
+  bool DriveOnce() ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+  void BlockOnWorker(Clock::time_point until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+  template <typename Done>
+  void DriveUntil(Done done, Clock::time_point until)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+  void MarkDead(int trank, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+  void ProgressLoop();  // the background thread
+  static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  const int rank_;
+  const int size_;
+  const Options options_;
+
+  // Driver-owned. Declared before the UCP objects so that the zombies go
+  // after the worker: UCP may hold their callbacks until then.
+  std::vector<std::unique_ptr<Operation>> zombies_ ABSL_GUARDED_BY(driver_mu_);
+  std::vector<std::unique_ptr<NoticeSlot>> notice_zombies_ ABSL_GUARDED_BY(driver_mu_);
+  std::vector<Communicator*> comms_ ABSL_GUARDED_BY(driver_mu_);
+  std::vector<std::string> dead_ ABSL_GUARDED_BY(driver_mu_);  // "" while alive
+  Clock::time_point last_peer_check_ ABSL_GUARDED_BY(driver_mu_);
+
+  struct ErrorArg {
+    Transport* transport;
+    int rank;
+  };
+  std::vector<ErrorArg> error_args_;  // stable addresses for UCP callbacks
+
+  UcpContext context_;
+  UcpWorker worker_;
+  Endpoints endpoints_;
+  std::vector<PeerInfo> peers_;
+  std::vector<int> pidfds_;  // same-host peers (-1 otherwise); owned
+
+  std::mutex split_mu_;
+  int64_t next_space_ ABSL_GUARDED_BY(split_mu_) = 1;  // 0 is the creating comm's
+
+  std::mutex driver_mu_;
+  std::mutex mu_ ABSL_ACQUIRED_AFTER(driver_mu_);
+  std::condition_variable cv_;         // waiters: a request finished or the driver left
+  std::condition_variable thread_cv_;  // the progress thread
+  std::atomic<bool> thread_idle_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> has_incoming_{false};
+  std::atomic<int> waiters_{0};
+  std::atomic<bool> driver_blocked_{false};
+  std::atomic<int> unfinished_{0};  // posted ops of every attached comm, not yet done
+  std::atomic<int64_t> last_drive_ns_{0};
+  std::thread progress_thread_;  // started last, joined first
+};
+
+}  // namespace syncline::ucx_backend
+
+#endif  // SYNCLINE_BACKENDS_UCX_TRANSPORT_H_
