@@ -52,6 +52,10 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, std::vector<int
     if (r != rank_) eps_[r] = transport_->endpoint(members_[r]);
   }
   wire_ = Wire{transport_->worker(), &eps_, space_, rank_};
+  const std::string& my_host = transport_->peer(members_[rank_]).machine;
+  int on_host = 0;
+  for (int r = 0; r < size_; ++r) on_host += transport_->peer(members_[r]).machine == my_host;
+  oversubscribed_ = RanksOversubscribe(on_host);
 }
 
 sl_result_t Communicator::Create(const sl_comm_config_t& config,
@@ -293,7 +297,7 @@ sl_result_t Communicator::PostLabeled(const sl_op_t& op, const std::string& labe
                         req->Describe().c_str(), Where().c_str(), broken_message_.c_str());
     }
   }
-  AlgoArgs args{&op, rank_, size_, &options_};
+  AlgoArgs args{&op, rank_, size_, &options_, oversubscribed_};
   auto operation = std::make_unique<Operation>(req, SelectSchedule(args), p2p,
                                                p2p ? 0 : TagSeq(++collective_seq_));
   transport_->CountPosted();

@@ -172,6 +172,7 @@ class Communicator {
   std::vector<int> rank_of_;         // rank of each transport rank, or -1
   std::vector<ucp_ep_h> eps_;        // by rank; owned by the Transport
   Wire wire_;
+  bool oversubscribed_ = false;  // more members on this host than CPUs
 
   // Driver-owned.
   std::deque<std::unique_ptr<Operation>> collectives_;

@@ -32,7 +32,7 @@ struct Options {
   // Algorithm switch points, in bytes of one rank's buffer (the allreduce
   // vector, the broadcast/reduce message, one allgather/reduce_scatter
   // block). At or below: the latency algorithm; above: the bandwidth one.
-  // Unset: DefaultSmallMax(op, world size).
+  // Unset: DefaultSmallMax(op, world size, whether the ranks share cores).
   std::optional<size_t> allreduce_small_max;       // recursive doubling | ring
   std::optional<size_t> broadcast_small_max;       // binomial tree | pipelined chain
   std::optional<size_t> reduce_small_max;          // binomial tree | pipelined chain

@@ -35,6 +35,10 @@ struct AlgoArgs {
   int rank = 0;
   int size = 1;
   const Options* options = nullptr;
+  // More ranks of this communicator on this host than CPUs this process may
+  // run on: ranks time-share cores, which moves the switch points
+  // (RanksOversubscribe, select.cc).
+  bool oversubscribed = false;
 };
 
 // ValidateOp()
@@ -54,10 +58,18 @@ Schedule SelectSchedule(const AlgoArgs& args);
 // The switch point of `kind` (allreduce, broadcast, reduce, allgather,
 // reduce_scatter; 0 for the others) in bytes of one rank's buffer: at or
 // below it the latency algorithm runs. DefaultSmallMax is the built-in
-// value for `world_size` (select.cc says where each number comes from);
-// SmallMax is the one in `options` when set there, else the default.
-size_t DefaultSmallMax(sl_op_kind_t kind, int world_size);
-size_t SmallMax(const Options& options, sl_op_kind_t kind, int world_size);
+// value for `world_size` and whether its ranks share cores (select.cc says
+// where each number comes from); SmallMax is the one in `options` when set
+// there, else the default.
+size_t DefaultSmallMax(sl_op_kind_t kind, int world_size, bool oversubscribed);
+size_t SmallMax(const Options& options, sl_op_kind_t kind, int world_size,
+                bool oversubscribed);
+
+// RanksOversubscribe()
+//
+// True when `ranks_on_host` ranks cannot each have a CPU of their own: more
+// of them than the CPUs in this process's affinity mask.
+bool RanksOversubscribe(int ranks_on_host);
 
 Schedule BuildAllreduceRecursiveDoubling(const AlgoArgs& args);
 Schedule BuildAllreduceRing(const AlgoArgs& args);

@@ -22,13 +22,23 @@
 //    allreduce switch moves to 512 KiB, allgather's to 256 KiB;
 //  - above ~4 MiB per message the pipelined algorithms (1 MiB segments)
 //    win everywhere, because whole-buffer messages leave the cache.
-// For 2-4 ranks the tables hold the measured switch points (the model's
-// own prediction is listed next to them in switch_points.md; where they
-// differ the measurement was kept). Beyond 4 ranks nothing can be measured
-// here, and the defaults are the model's crossovers for ranks that each
-// have a core (q = 0); for reduce, where the latency model is wrong at 3-4
-// ranks (the chain wins at every size in a loop of reduces, which
-// pipelines), the measured 4-rank choice is kept.
+// Which table applies depends on whether the ranks share cores
+// (RanksOversubscribe: more ranks of the communicator on this host than
+// CPUs), not on the world size alone, so that a 4-rank job on a machine
+// with 4+ cores does not inherit the descheduling penalty measured here:
+//  - 2 ranks: the measured 2-rank row (2 ranks on 2 cores, not shared);
+//  - 3+ ranks sharing cores: the measured 3- and 4-rank rows (beyond 4,
+//    the 4-rank row);
+//  - 3+ ranks with a core each: the model's crossovers with q = 0 (nothing
+//    here can measure that case); for reduce, where the latency model is
+//    wrong (the chain wins at every size in a loop of reduces, which
+//    pipelines), the measured choice is kept.
+// The model's own prediction is listed next to each measurement in
+// switch_points.md; where they differ the measurement was kept.
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -66,9 +76,11 @@ constexpr SwitchPoints kBeyondFour = {8 * kKiB, 4 * kMiB, 0, 4 * kKiB, 256};
 
 }  // namespace
 
-size_t DefaultSmallMax(sl_op_kind_t kind, int world_size) {
+size_t DefaultSmallMax(sl_op_kind_t kind, int world_size, bool oversubscribed) {
   const SwitchPoints& points =
-      world_size >= 2 && world_size <= 4 ? kMeasured[world_size - 2] : kBeyondFour;
+      world_size <= 2 ? kMeasured[0]
+      : oversubscribed ? kMeasured[std::min(world_size, 4) - 2]
+                       : kBeyondFour;
   switch (kind) {
     case SL_OP_ALLREDUCE:
       return points.allreduce;
@@ -85,7 +97,16 @@ size_t DefaultSmallMax(sl_op_kind_t kind, int world_size) {
   }
 }
 
-size_t SmallMax(const Options& options, sl_op_kind_t kind, int world_size) {
+bool RanksOversubscribe(int ranks_on_host) {
+  cpu_set_t set;
+  int cpus = 0;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = CPU_COUNT(&set);
+  if (cpus <= 0) cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  return cpus > 0 && ranks_on_host > cpus;
+}
+
+size_t SmallMax(const Options& options, sl_op_kind_t kind, int world_size,
+                bool oversubscribed) {
   const std::optional<size_t>* set = nullptr;
   switch (kind) {
     case SL_OP_ALLREDUCE:
@@ -106,7 +127,7 @@ size_t SmallMax(const Options& options, sl_op_kind_t kind, int world_size) {
     default:
       return 0;
   }
-  return set->has_value() ? **set : DefaultSmallMax(kind, world_size);
+  return set->has_value() ? **set : DefaultSmallMax(kind, world_size, oversubscribed);
 }
 
 size_t SegmentElems(const Options& options, size_t elem) {
@@ -191,23 +212,23 @@ Schedule SelectSchedule(const AlgoArgs& args) {
   const size_t elem = sl_dtype_size(op.kind == SL_OP_REDUCE ? op.send.dtype : op.recv.dtype);
   switch (op.kind) {
     case SL_OP_ALLREDUCE:
-      return op.recv.count * elem <= SmallMax(o, op.kind, args.size)
+      return op.recv.count * elem <= SmallMax(o, op.kind, args.size, args.oversubscribed)
                  ? BuildAllreduceRecursiveDoubling(args)
                  : BuildAllreduceRing(args);
     case SL_OP_BROADCAST:
-      return op.recv.count * elem <= SmallMax(o, op.kind, args.size)
+      return op.recv.count * elem <= SmallMax(o, op.kind, args.size, args.oversubscribed)
                  ? BuildBroadcastBinomial(args)
                  : BuildBroadcastChain(args);
     case SL_OP_REDUCE:
-      return op.send.count * elem <= SmallMax(o, op.kind, args.size)
+      return op.send.count * elem <= SmallMax(o, op.kind, args.size, args.oversubscribed)
                  ? BuildReduceBinomial(args)
                  : BuildReduceChain(args);
     case SL_OP_ALLGATHER:
-      return op.send.count * elem <= SmallMax(o, op.kind, args.size)
+      return op.send.count * elem <= SmallMax(o, op.kind, args.size, args.oversubscribed)
                  ? BuildAllgatherBruck(args)
                  : BuildAllgatherRing(args);
     case SL_OP_REDUCE_SCATTER:
-      return op.recv.count * elem <= SmallMax(o, op.kind, args.size)
+      return op.recv.count * elem <= SmallMax(o, op.kind, args.size, args.oversubscribed)
                  ? BuildReduceScatterRecursiveDoubling(args)
                  : BuildReduceScatterRing(args);
     case SL_OP_ALLTOALL:

@@ -200,7 +200,9 @@ TEST_P(UcxDefaultThresholds, EachOpAtAndAboveItsSwitchPoint) {
       {"reduce_scatter", SL_OP_REDUCE_SCATTER}};
   RunWithOptions(world_size, "", [&](Communicator& comm) {
     for (const auto& [name, kind] : ops) {
-      const size_t threshold = ucx_backend::DefaultSmallMax(kind, world_size);
+      // What the backend decides for these ranks on this machine.
+      const size_t threshold = ucx_backend::DefaultSmallMax(
+          kind, world_size, ucx_backend::RanksOversubscribe(world_size));
       for (size_t count : {threshold / 4, threshold / 4 + 1}) {
         if (count == 0) continue;  // a threshold of 0: only the bandwidth side exists
         CheckAllCollectives(comm, DataType::kFloat32, count,

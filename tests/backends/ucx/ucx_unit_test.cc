@@ -384,8 +384,8 @@ TEST(UcxSchedules, BarrierMatchesOnAnySize) {
 }
 
 // The algorithm picked on each side of every switch point: the defaults
-// by world size, and a threshold set in the options, which applies to
-// every world size.
+// by world size, with and without ranks sharing cores, and a threshold set
+// in the options, which applies to every world size.
 TEST(UcxSchedules, ThresholdsPickTheDocumentedAlgorithm) {
   struct Kind {
     sl_op_kind_t kind;
@@ -402,8 +402,10 @@ TEST(UcxSchedules, ThresholdsPickTheDocumentedAlgorithm) {
       {SL_OP_REDUCE_SCATTER, "recursive doubling", "ring",
        &Options::reduce_scatter_small_max},
   };
+  bool oversubscribed = false;  // whether the P ranks share cores
   // One rank's buffer of `bytes` (f32) for `kind` on P ranks.
-  auto pick = [](const Options& options, sl_op_kind_t kind, int P, size_t bytes) {
+  auto pick = [&oversubscribed](const Options& options, sl_op_kind_t kind, int P,
+                                size_t bytes) {
     static std::vector<float> a, b;
     const size_t n = bytes / 4;
     a.assign(n * P + 1, 1.0f);
@@ -414,25 +416,29 @@ TEST(UcxSchedules, ThresholdsPickTheDocumentedAlgorithm) {
     op.recv = {b.data(), n, SL_F32, SL_DEVICE_CPU, 0, nullptr};
     if (kind == SL_OP_ALLGATHER) op.recv.count = n * P;
     if (kind == SL_OP_REDUCE_SCATTER) op.send.count = n * P;
-    AlgoArgs args{&op, 0, P, &options};
+    AlgoArgs args{&op, 0, P, &options, oversubscribed};
     return std::string(SelectSchedule(args).algorithm);
   };
   for (const Kind& k : kinds) {
     for (int P = 2; P <= 9; ++P) {
+     for (bool shared : {false, true}) {
+      oversubscribed = shared;
       const Options defaults;
-      const size_t t = DefaultSmallMax(k.kind, P);
+      const size_t t = DefaultSmallMax(k.kind, P, shared);
       ASSERT_EQ(t % 4, 0u) << "thresholds are whole f32 elements";
       ASSERT_LE(t, size_t{64} << 20) << "a default must leave a bandwidth side";
       const std::string where = backend::SlOpKindName(k.kind) + std::string(" on ") +
-                                std::to_string(P) + " ranks at ";
+                                std::to_string(P) + (shared ? " ranks sharing cores" : " ranks") +
+                                " at ";
       if (t > 0) EXPECT_EQ(pick(defaults, k.kind, P, t), k.small) << where << t << " B";
       EXPECT_EQ(pick(defaults, k.kind, P, t + 4), k.large) << where << t + 4 << " B";
-      EXPECT_EQ(SmallMax(defaults, k.kind, P), t);
+      EXPECT_EQ(SmallMax(defaults, k.kind, P, shared), t);
       Options set;
       set.*k.field = 4096;
-      EXPECT_EQ(SmallMax(set, k.kind, P), 4096u);
+      EXPECT_EQ(SmallMax(set, k.kind, P, shared), 4096u);
       EXPECT_EQ(pick(set, k.kind, P, 4096), k.small) << where << "4096 B, set";
       EXPECT_EQ(pick(set, k.kind, P, 4100), k.large) << where << "4100 B, set";
+     }
     }
   }
 }
