@@ -42,7 +42,9 @@ measure() {
     return 1
   fi
 }
-has_target() { ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q "^$1:"; }
+# grep reads all of ninja's output (no -q): under pipefail an early exit would
+# SIGPIPE ninja and fail the test.
+has_target() { ninja -C "$BUILD" -t targets all 2>/dev/null | grep -E "^(bin/|lib/)?$1(\.so)?:" > /dev/null; }
 
 if [ "${BENCH_SKIP_SETUP:-0}" != 1 ]; then
   note "setup (scripts/setup.sh)"

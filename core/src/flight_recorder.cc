@@ -126,11 +126,18 @@ void FlightRecorder::Posted(uint64_t seq, const std::string& what, size_t bytes)
 
 void FlightRecorder::Finished(uint64_t seq, bool ok, const std::string& error) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (Entry& e : ring_) {
+  // Newest first: an op usually finishes soon after it was posted, so this
+  // finds it in a step or two instead of scanning the whole ring on every
+  // op (measured: the full scan of 1024 entries was a sixth of an 8-byte
+  // allreduce). Sequence numbers are unique within the ring.
+  const size_t n = ring_.size();
+  for (size_t back = 1; back <= n; ++back) {
+    Entry& e = ring_[(next_ + capacity_ - back) % capacity_];
     if (e.seq == seq && e.state == State::kPosted) {
       e.state = ok ? State::kCompleted : State::kFailed;
       e.finished = absl::Now();
       e.error = error;
+      break;
     }
   }
   if (ok && !(seq & Communicator::kP2pSeqBit)) last_completed_ = std::max(last_completed_, seq);

@@ -63,6 +63,9 @@ TEST(FlightRecorder, RingKeepsTheLastN) {
   EXPECT_THAT(json, HasSubstr("\"seq\":10"));
   EXPECT_THAT(json, HasSubstr("\"seq\":7"));
   EXPECT_THAT(json, ::testing::Not(HasSubstr("\"seq\":6,")));
+  // Completion finds each op in the wrapped ring: none is left "posted".
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("\"state\":\"posted\"")));
+  EXPECT_THAT(json, HasSubstr("\"seq\":8,\"op\":\"barrier #8 on rank 0/1 over"));
 }
 
 TEST(FlightRecorder, Sigusr1DumpsEveryCommunicator) {
