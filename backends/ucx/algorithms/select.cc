@@ -10,7 +10,10 @@
 // bench/model/switch_points.py from interleaved sweeps
 // (bench/model/sweep_switch_points.sh: each op on 2, 3 and 4 ranks of the
 // 2-core reference VM, sizes by 2, both algorithms forced through these
-// options in one job, repetitions alternating). The cost model
+// options in one job, repetitions alternating). The table below holds the
+// pooled crossovers of four such sweeps on a quiet VM (load average ~2,
+// 2026-11-30); every bench/compare/run.sh makes a fresh sweep and
+// switch_points.md reports how the defaults fare against it. The cost model
 // (bench/model/ucx_model.py) explains the pattern:
 //  - UCX sends messages up to 8 KiB eagerly and larger ones by rendezvous,
 //    which costs an extra handshake; an algorithm whose messages are one
@@ -68,9 +71,9 @@ constexpr size_t kKiB = 1024;
 constexpr size_t kMiB = 1024 * kKiB;
 // allreduce, broadcast, reduce, allgather, reduce_scatter.
 constexpr SwitchPoints kMeasured[] = {
-    {8 * kKiB, 4 * kMiB, 0, 4 * kKiB, 2 * kKiB},  // 2 ranks
-    {512 * kKiB, 4 * kMiB, 0, 0, 64 * kKiB},      // 3 ranks
-    {512 * kKiB, 4 * kMiB, 0, 256 * kKiB, 32},    // 4 ranks
+    {8 * kKiB, 4 * kMiB, 0, 4 * kKiB, 64},                 // 2 ranks
+    {512 * kKiB, 4 * kMiB, 0, 0, 2 * kKiB},               // 3 ranks
+    {512 * kKiB, 4 * kMiB, 32 * kKiB, 256 * kKiB, 2 * kKiB},  // 4 ranks
 };
 constexpr SwitchPoints kBeyondFour = {8 * kKiB, 4 * kMiB, 0, 4 * kKiB, 256};
 
