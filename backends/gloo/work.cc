@@ -35,38 +35,7 @@ std::chrono::milliseconds Request::Remaining() const {
 }
 
 std::string Request::Describe() const {
-  using backend::SlDtypeName;
-  char text[160];
-  const sl_buffer_t& data = (op_.kind == SL_OP_SEND || op_.kind == SL_OP_REDUCE_SCATTER ||
-                             op_.kind == SL_OP_ALLGATHER || op_.kind == SL_OP_ALLTOALL ||
-                             op_.kind == SL_OP_REDUCE)
-                                ? op_.send
-                                : op_.recv;
-  switch (op_.kind) {
-    case SL_OP_BARRIER:
-      std::snprintf(text, sizeof(text), "barrier #%" PRIu64, op_.seq);
-      break;
-    case SL_OP_ALLREDUCE:
-    case SL_OP_REDUCE:
-    case SL_OP_REDUCE_SCATTER:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s)",
-                    backend::SlOpKindName(op_.kind), op_.seq, SlDtypeName(data.dtype),
-                    data.count, backend::SlRedopName(op_.redop));
-      break;
-    case SL_OP_SEND:
-    case SL_OP_RECV:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s rank %d, tag %u)",
-                    backend::SlOpKindName(op_.kind), op_.seq, SlDtypeName(data.dtype),
-                    data.count, op_.kind == SL_OP_SEND ? "to" : "from", op_.peer,
-                    op_.tag);
-      break;
-    default:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu)",
-                    backend::SlOpKindName(op_.kind), op_.seq, SlDtypeName(data.dtype),
-                    data.count);
-      break;
-  }
-  return text;
+  return backend::SlDescribeOp(op_);
 }
 
 bool Request::Complete(sl_result_t code, std::string message) {

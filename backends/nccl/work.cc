@@ -34,41 +34,7 @@ Request::Request(const sl_op_t& op, std::string where, int device, Event done_ev
       done_event_(std::move(done_event)) {}
 
 std::string Request::Describe() const {
-  using backend::SlDtypeName;
-  const char* name = backend::SlOpKindName(op_.kind);
-  const bool from_recv = op_.kind == SL_OP_RECV || op_.kind == SL_OP_BROADCAST;
-  const sl_buffer_t& data = from_recv ? op_.recv : op_.send;
-  char text[192];
-  switch (op_.kind) {
-    case SL_OP_BARRIER:
-      std::snprintf(text, sizeof(text), "barrier #%" PRIu64, op_.seq);
-      break;
-    case SL_OP_ALLREDUCE:
-    case SL_OP_REDUCE_SCATTER:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s)", name, op_.seq,
-                    SlDtypeName(data.dtype), data.count, backend::SlRedopName(op_.redop));
-      break;
-    case SL_OP_REDUCE:
-      std::snprintf(text, sizeof(text), "reduce #%" PRIu64 " (%s x %zu, %s, root %d)",
-                    op_.seq, SlDtypeName(data.dtype), data.count,
-                    backend::SlRedopName(op_.redop), op_.root);
-      break;
-    case SL_OP_BROADCAST:
-      std::snprintf(text, sizeof(text), "broadcast #%" PRIu64 " (%s x %zu, root %d)",
-                    op_.seq, SlDtypeName(data.dtype), data.count, op_.root);
-      break;
-    case SL_OP_SEND:
-    case SL_OP_RECV:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s rank %d)", name,
-                    op_.seq, SlDtypeName(data.dtype), data.count,
-                    op_.kind == SL_OP_SEND ? "to" : "from", op_.peer);
-      break;
-    default:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu)", name, op_.seq,
-                    SlDtypeName(data.dtype), data.count);
-      break;
-  }
-  return text;
+  return backend::SlDescribeOp(op_);
 }
 
 bool Request::Complete(sl_result_t code, std::string message) {

@@ -32,43 +32,7 @@ Request::Request(Transport* transport, const sl_op_t& op, int group_size,
 
 std::string Request::Describe() const {
   if (!label_.empty()) return label_;
-  using backend::SlDtypeName;
-  const bool uses_send = op_.kind == SL_OP_SEND || op_.kind == SL_OP_REDUCE_SCATTER ||
-                         op_.kind == SL_OP_ALLGATHER || op_.kind == SL_OP_ALLTOALL ||
-                         op_.kind == SL_OP_REDUCE;
-  const sl_buffer_t& data = uses_send ? op_.send : op_.recv;
-  const char* kind = backend::SlOpKindName(op_.kind);
-  char text[160];
-  switch (op_.kind) {
-    case SL_OP_BARRIER:
-      std::snprintf(text, sizeof(text), "barrier #%" PRIu64, op_.seq);
-      break;
-    case SL_OP_ALLREDUCE:
-    case SL_OP_REDUCE_SCATTER:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s)", kind, op_.seq,
-                    SlDtypeName(data.dtype), data.count, backend::SlRedopName(op_.redop));
-      break;
-    case SL_OP_REDUCE:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s, root %d)", kind,
-                    op_.seq, SlDtypeName(data.dtype), data.count,
-                    backend::SlRedopName(op_.redop), op_.root);
-      break;
-    case SL_OP_BROADCAST:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, root %d)", kind,
-                    op_.seq, SlDtypeName(data.dtype), data.count, op_.root);
-      break;
-    case SL_OP_SEND:
-    case SL_OP_RECV:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s rank %d, tag %u)",
-                    kind, op_.seq, SlDtypeName(data.dtype), data.count,
-                    op_.kind == SL_OP_SEND ? "to" : "from", op_.peer, op_.tag);
-      break;
-    default:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu)", kind, op_.seq,
-                    SlDtypeName(data.dtype), data.count);
-      break;
-  }
-  return text;
+  return backend::SlDescribeOp(op_);
 }
 
 bool Request::Complete(sl_result_t code, std::string message) {
