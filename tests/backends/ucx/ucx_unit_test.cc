@@ -5,6 +5,8 @@
 // order, exactly what the UCP tag match with a full mask does, so a
 // schedule whose two ends disagree about a step or a size fails here
 // without a network.
+#include <stdlib.h>
+
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -17,6 +19,7 @@
 
 #include "backends/common/reduce.h"
 #include "backends/ucx/algorithms/algorithms.h"
+#include "backends/ucx/bootstrap.h"
 #include "backends/ucx/split_plan.h"
 #include "backends/ucx/tag.h"
 #include "gtest/gtest.h"
@@ -161,6 +164,90 @@ TEST(UcxSplitPlan, RunningOutOfSpacesIsTheSameDecisionEverywhere) {
   const std::vector<SplitEntry> one = {{0, 0, last}, {0, 0, 1}};
   EXPECT_FALSE(PlanSplit(one, 0).exhausted);
   EXPECT_EQ(PlanSplit(one, 1).space, static_cast<uint32_t>(last));
+}
+
+// Sets (or, for nullptr, unsets) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = ::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value != nullptr) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) ::setenv(name_, old_.c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+// When UCX finds no transport to a peer, the error explains what is missing
+// in the UCX_TLS / UCX_NET_DEVICES in effect: loopback-only devices or
+// shared memory alone in a multi-host job, rc without ud, PEER error mode
+// over shared memory; and says nothing of the kind when the setting is fine.
+TEST(UcxReachability, HintNamesWhatIsMissing) {
+  PeerInfo me;
+  me.host = "node-a";
+  me.machine = "boot-a/pidns-1";
+  PeerInfo remote = me;
+  remote.host = "node-b";
+  remote.machine = "boot-b/pidns-1";
+  const PeerInfo local = me;
+  struct Case {
+    const char* tls;
+    const char* devices;
+    const PeerInfo* peer;
+    ucp_err_handling_mode_t mode;
+    std::vector<std::string> expected;
+    std::vector<std::string> absent;
+  };
+  const Case cases[] = {
+      {"tcp", "lo", &remote, UCP_ERR_HANDLING_MODE_PEER,
+       {"to rank 3 on host node-b", "UCX_NET_DEVICES=lo", "only loopback devices"},
+       {"rc without ud", "Shared-memory transports"}},
+      {"sm,self", nullptr, &remote, UCP_ERR_HANDLING_MODE_PEER,
+       {"UCX_TLS=sm,self", "Shared-memory transports only work within one host",
+        "UCX_TLS=sm,self,tcp"},
+       {"loopback"}},
+      {"rc,sm,self", nullptr, &remote, UCP_ERR_HANDLING_MODE_PEER,
+       {"rc without ud", "UCX_TLS=rc,ud,sm,self"},
+       {"Shared-memory transports"}},
+      {"posix,cma,self", nullptr, &local, UCP_ERR_HANDLING_MODE_PEER,
+       {"peer_error_mode=peer excludes"},
+       {"Shared-memory transports", "rc without ud"}},
+      {"rc,ud,sm,self", "mlx5_0:1", &remote, UCP_ERR_HANDLING_MODE_PEER,
+       {"UCX_NET_DEVICES=mlx5_0:1"},
+       {"rc without ud", "loopback", "Shared-memory transports", "peer_error_mode"}},
+  };
+  for (const Case& c : cases) {
+    ScopedEnv tls("UCX_TLS", c.tls);
+    ScopedEnv devices("UCX_NET_DEVICES", c.devices);
+    const std::string hint = ReachabilityHint(me, *c.peer, 3, c.mode);
+    for (const std::string& text : c.expected) {
+      EXPECT_NE(hint.find(text), std::string::npos)
+          << "UCX_TLS=" << c.tls << ": missing \"" << text << "\" in: " << hint;
+    }
+    for (const std::string& text : c.absent) {
+      EXPECT_EQ(hint.find(text), std::string::npos)
+          << "UCX_TLS=" << c.tls << ": unexpected \"" << text << "\" in: " << hint;
+    }
+  }
+}
+
+TEST(UcxReachability, SharedMemoryAllowedByUcxTls) {
+  const std::pair<const char*, bool> cases[] = {
+      {nullptr, true}, {"tcp", false}, {"posix,self", true}, {"sm,tcp", true},
+      {"^sm", false},  {"^tcp", true}, {"rc,ud", false},     {"all", true}};
+  for (const auto& [tls, allowed] : cases) {
+    ScopedEnv env("UCX_TLS", tls);
+    EXPECT_EQ(TlsAllowsSharedMemory(), allowed) << "UCX_TLS=" << (tls ? tls : "<unset>");
+  }
 }
 
 TEST(UcxOptions, ParsesKnownKeysAndRejectsOthers) {
