@@ -31,6 +31,11 @@ const std::vector<EnvOption>& EnvOptions() {
        "Address of the store (overrides MASTER_ADDR); default 127.0.0.1."},
       {"SYNCLINE_MASTER_PORT", "",
        "Port of the store (overrides MASTER_PORT); default 29500."},
+      {"SYNCLINE_JOB_ID", "",
+       "Identity of this job; ranks of another job on the same "
+       "MASTER_ADDR:MASTER_PORT are refused. Falls back to "
+       "TORCHELASTIC_RUN_ID, SLURM_JOB_ID.SLURM_STEP_ID or OpenMPI's job id; "
+       "syncline-run generates one."},
       {"SYNCLINE_STORE_HOSTED", "0",
        "1 when a launcher (syncline-run) hosts the store; otherwise rank 0 "
        "hosts it."},

@@ -184,6 +184,28 @@ absl::Status CheckIn(Store& store, const RendezvousInfo& info, absl::Duration ti
 
 }  // namespace
 
+JobIdentity ResolveJobId(const EnvLookup& lookup) {
+  EnvLookup env = lookup ? lookup : [](const char* n) { return std::getenv(n); };
+  auto value = [&](const char* n) -> std::string {
+    const char* v = env(n);
+    return v ? std::string(v) : std::string();
+  };
+  for (const char* name : {"SYNCLINE_JOB_ID", "TORCHELASTIC_RUN_ID"}) {
+    // torchrun's default run id is the literal "none": not an identity.
+    std::string v = value(name);
+    if (!v.empty() && v != "none") return {v, name};
+  }
+  if (std::string job = value("SLURM_JOB_ID"); !job.empty()) {
+    std::string step = value("SLURM_STEP_ID");
+    return {step.empty() ? job : absl::StrCat(job, ".", step),
+            step.empty() ? "SLURM_JOB_ID" : "SLURM_JOB_ID.SLURM_STEP_ID"};
+  }
+  if (std::string v = value("OMPI_MCA_ess_base_jobid"); !v.empty()) {
+    return {v, "OMPI_MCA_ess_base_jobid"};
+  }
+  return {};
+}
+
 absl::StatusOr<RendezvousInfo> ResolveRendezvous(int rank, int world_size,
                                                  const EnvLookup& lookup) {
   EnvLookup env = lookup ? lookup : [](const char* n) { return std::getenv(n); };
@@ -252,6 +274,9 @@ absl::StatusOr<RendezvousInfo> ResolveRendezvous(int rank, int world_size,
   info.store_hosted = has("SYNCLINE_STORE_HOSTED") &&
                       std::string(env("SYNCLINE_STORE_HOSTED")) == "1";
   if (has("SYNCLINE_STORE_PREFIX")) info.store_prefix = env("SYNCLINE_STORE_PREFIX");
+  JobIdentity job = ResolveJobId(env);
+  info.job_id = job.id;
+  info.job_id_source = job.source;
   return info;
 }
 

@@ -38,10 +38,27 @@ struct RendezvousInfo {
   std::string source;       // "explicit", "syncline", "torchrun", "slurm", ...
   bool store_hosted = false;  // a launcher already hosts the store
   std::string store_prefix;   // generation prefix set by the launcher
+  // Which job this process belongs to (see ResolveJobId); "" when nothing in
+  // the environment names one.
+  std::string job_id;
+  std::string job_id_source;  // the variable(s) it came from
 };
 
 // Reads a variable; tests pass their own lookup instead of getenv.
 using EnvLookup = std::function<const char*(const char*)>;
+
+// JobIdentity / ResolveJobId()
+//
+// The identity of the job this process belongs to, from, in order:
+// SYNCLINE_JOB_ID, torchrun's TORCHELASTIC_RUN_ID, Slurm's SLURM_JOB_ID plus
+// SLURM_STEP_ID ("1234.0"), OpenMPI's OMPI_MCA_ess_base_jobid. `syncline-run`
+// sets SYNCLINE_JOB_ID for its workers. With none of these set, `id` is "" and
+// two bare jobs on one MASTER_ADDR:MASTER_PORT cannot be told apart.
+struct JobIdentity {
+  std::string id;
+  std::string source;  // the variable it came from, e.g. "TORCHELASTIC_RUN_ID"
+};
+JobIdentity ResolveJobId(const EnvLookup& env = {});
 
 // ResolveRendezvous()
 //
