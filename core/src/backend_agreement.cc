@@ -99,15 +99,10 @@ absl::Status TimeoutVerdict(Store& store, int rank, int size, absl::Duration wai
       rank, absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(1))), who));
 }
 
-}  // namespace
-
-absl::Status AgreeOnBackend(Store& store, int rank, int size,
-                            const absl::StatusOr<std::string>& choice,
-                            absl::Duration timeout, bool hosts_store) {
-  const absl::Time start = absl::Now();
-  const absl::Time deadline = start + timeout;
-  const std::string mine =
-      choice.ok() ? *choice : absl::StrCat(kErrorPrefix, choice.status().message());
+// The agreement; the outer status is the store's, the inner one the verdict.
+absl::StatusOr<absl::Status> Agree(Store& store, int rank, int size,
+                                   const std::string& mine, absl::Time start,
+                                   absl::Time deadline, bool hosts_store) {
   SL_RETURN_IF_ERROR(store.Set(RankKey(rank), mine));
   if (rank != 0) {
     absl::StatusOr<std::string> reference =
@@ -136,6 +131,25 @@ absl::Status AgreeOnBackend(Store& store, int rank, int size,
   (void)verdict.Acknowledge();
   if (hosts_store) (void)verdict.WaitForReaders(kVerdictReadersBound);
   return outcome;
+}
+
+}  // namespace
+
+absl::Status AgreeOnBackend(Store& store, int rank, int size,
+                            const absl::StatusOr<std::string>& choice,
+                            absl::Duration timeout, bool hosts_store) {
+  const absl::Time start = absl::Now();
+  const std::string mine =
+      choice.ok() ? *choice : absl::StrCat(kErrorPrefix, choice.status().message());
+  absl::StatusOr<absl::Status> outcome =
+      Agree(store, rank, size, mine, start, start + timeout, hosts_store);
+  if (outcome.ok()) return *outcome;
+  return absl::UnavailableError(absl::StrFormat(
+      "backend agreement on rank %d: lost the store after %s (%s). The store lives in "
+      "rank 0 "
+      "(or in syncline-run); that process has probably exited: its log says why",
+      rank, absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1))),
+      outcome.status().message()));
 }
 
 }  // namespace syncline::internal

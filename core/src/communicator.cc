@@ -6,10 +6,8 @@
 #include <map>
 #include <mutex>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "backend.h"
 #include "backend_agreement.h"
 #include "communicator_impl.h"

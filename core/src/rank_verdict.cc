@@ -77,6 +77,12 @@ absl::StatusOr<std::vector<std::string>> RankVerdict::Events(int limit, int64_t*
   return events;
 }
 
+absl::StatusOr<bool> RankVerdict::Decided() {
+  const std::string key = Key("verdict");
+  SL_ASSIGN_OR_RETURN(std::vector<bool> present, store_.Check({&key, 1}));
+  return present[0];
+}
+
 absl::StatusOr<absl::Status> RankVerdict::AwaitOrTimeOut(
     absl::Time deadline, const std::function<absl::Status()>& on_timeout) {
   absl::StatusOr<std::string> got =

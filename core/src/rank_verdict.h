@@ -76,6 +76,9 @@ class RankVerdict {
   // were posted in all.
   absl::StatusOr<std::vector<std::string>> Events(int limit, int64_t* total);
 
+  // Whether a verdict stands now (one Check).
+  absl::StatusOr<bool> Decided();
+
   // Blocks until a verdict stands. Past `deadline`, one rank calls
   // `on_timeout` (the others wait a little for its result) and publishes
   // what it returns. The outer status is the store's (e.g. it was lost);

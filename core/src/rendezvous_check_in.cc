@@ -17,6 +17,7 @@
 #include "rank_ranges.h"
 #include "rank_verdict.h"
 #include "syncline/log.h"
+#include "syncline/status.h"
 
 namespace syncline::internal {
 namespace {
@@ -25,6 +26,9 @@ constexpr char kScope[] = "rdzv";
 constexpr char kJobKey[] = "rdzv/job";
 constexpr absl::string_view kRefusedEvent = "refused:";
 constexpr int kRefusalsShown = 4;
+// How often rank 0, waiting for news, checks that the news it waits for can
+// still come.
+constexpr absl::Duration kWatchSlice = absl::Seconds(10);
 
 std::string RankKey(int rank) { return absl::StrCat("rdzv/rank/", rank); }
 
@@ -174,11 +178,22 @@ absl::Status TimeoutVerdict(Store& store, RankVerdict& verdict,
 // Returns when the verdict stands or at the deadline.
 absl::Status WatchForRefusals(RankVerdict& verdict, absl::Time deadline,
                               const std::string& where) {
-  for (int64_t k = 1;; ++k) {
-    absl::StatusOr<std::string> event = verdict.Event(k, deadline);
+  for (int64_t k = 1;;) {
+    absl::StatusOr<std::string> event =
+        verdict.Event(k, std::min(deadline, absl::Now() + kWatchSlice));
     if (!event.ok()) {
-      return absl::IsDeadlineExceeded(event.status()) ? absl::OkStatus() : event.status();
+      if (!absl::IsDeadlineExceeded(event.status())) return event.status();
+      if (absl::Now() >= deadline) return absl::OkStatus();
+      // A refused process may have died between counting its event and
+      // writing it: do not wait on that number past a verdict or later news.
+      SL_ASSIGN_OR_RETURN(bool decided, verdict.Decided());
+      if (decided) return absl::OkStatus();
+      int64_t total = 0;
+      SL_RETURN_IF_ERROR(verdict.Events(0, &total).status());
+      if (total > k) ++k;
+      continue;
     }
+    ++k;
     if (absl::StartsWith(*event, kVerdictEvent)) return absl::OkStatus();
     SL_LOG(
         WARN,
