@@ -6,11 +6,10 @@
 #include <map>
 #include <mutex>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "backend.h"
+#include "backend_agreement.h"
 #include "communicator_impl.h"
 #include "loader.h"
 #include "store_adapter.h"
@@ -54,38 +53,6 @@ absl::StatusOr<std::shared_ptr<Store>> RendezvousStore(const RendezvousInfo& inf
   g_stores[key] = store;
   return store;
 }
-
-// Every rank publishes its backend choice; all must match.
-absl::Status AgreeOnBackend(Store& store, int rank, int size, const std::string& mine,
-                            absl::Duration timeout) {
-  SL_RETURN_IF_ERROR(store.Set(absl::StrCat("backend/", rank), mine));
-  std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r) keys.push_back(absl::StrCat("backend/", r));
-  absl::Status waited = store.Wait(keys, timeout);
-  if (!waited.ok()) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "ranks did not all report their backend within the init timeout: ",
-        waited.message()));
-  }
-  std::map<std::string, std::vector<int>> groups;
-  for (int r = 0; r < size; ++r) {
-    SL_ASSIGN_OR_RETURN(std::string v, store.Get(keys[r], timeout));
-    if (absl::StartsWith(v, "error:")) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", r, " could not load its backend: ", v.substr(6)));
-    }
-    groups[v].push_back(r);
-  }
-  if (groups.size() == 1) return absl::OkStatus();
-  std::vector<std::string> parts;
-  for (const auto& [choice, ranks] : groups) {
-    parts.push_back(absl::StrCat("ranks [", absl::StrJoin(ranks, ","), "] chose ", choice));
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "ranks disagree on the backend: ", absl::StrJoin(parts, "; "),
-      ". Set the same SYNCLINE_BACKEND (and install the same Syncline) on every rank"));
-}
-
 
 }  // namespace
 
@@ -153,6 +120,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   }
   int rank = options.rank, size = options.world_size;
   std::shared_ptr<Store> root = options.store;
+  bool hosts_store = false;  // this process serves the rendezvous store
   if (root == nullptr) {
     SL_ASSIGN_OR_RETURN(RendezvousInfo info,
                         ResolveRendezvous(options.rank, options.world_size));
@@ -161,6 +129,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     SetLogRank(rank, size);
     CheckStartupPitfalls(rank, size, info.local_world_size);
     SL_ASSIGN_OR_RETURN(root, RendezvousStore(info, timeout));
+    hosts_store = info.rank == 0 && info.world_size > 1 && !info.store_hosted;
   } else if (rank < 0 || size < 1 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "CommunicatorOptions with a store need rank and world_size (got rank %d "
@@ -180,19 +149,20 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   if (table.ok()) {
     table = internal::ApplyInterposers(*table, internal::ChoosePlugins(options.plugins));
   }
-  if (!table.ok()) {
-    // Tell the other ranks, so they fail now rather than at the timeout.
-    if (size > 1) (void)scoped->Set(absl::StrCat("backend/", rank),
-                                     absl::StrCat("error:", table.status().message()));
-    return table.status();
+  // Every rank, including one that failed to load, hears the same verdict.
+  absl::StatusOr<std::string> choice =
+      table.ok() ? absl::StatusOr<std::string>(absl::StrFormat(
+                       "%s (plugin ABI %u, %s)", (*table)->name, (*table)->abi_version,
+                       (*table)->version ? (*table)->version : "?"))
+                 : absl::StatusOr<std::string>(table.status());
+  if (size > 1) {
+    SL_RETURN_IF_ERROR(
+        internal::AgreeOnBackend(*scoped, rank, size, choice, timeout, hosts_store));
   }
+  if (!table.ok()) return table.status();
   impl->table = *table;
   impl->name = (*table)->name;
-  std::string choice = absl::StrFormat("%s (plugin ABI %u, %s)", impl->name,
-                                       (*table)->abi_version,
-                                       (*table)->version ? (*table)->version : "?");
-  if (size > 1) SL_RETURN_IF_ERROR(AgreeOnBackend(*scoped, rank, size, choice, timeout));
-  // The plugin gets its own scope: the agreement keys above are "backend/<r>".
+  // The plugin gets its own scope: the agreement keys above are "backend/...".
   SL_RETURN_IF_ERROR(internal::CreateBackendComm(*impl, rank, size,
                                                  MakePrefixStore("plugin", scoped),
                                                  options.device, timeout));

@@ -1,18 +1,15 @@
-// rendezvous.cc: rank discovery from the environment and the check-in.
+// rendezvous.cc: rank discovery from the environment, and the store every
+// rank meets on (the check-in itself is rendezvous_check_in.cc).
 #include "syncline/rendezvous.h"
 
-#include <unistd.h>
-
+#include <algorithm>
 #include <cstdlib>
-#include <random>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
+#include "rendezvous_check_in.h"
 #include "syncline/env.h"
-#include "syncline/log.h"
 #include "syncline/status.h"
 #include "syncline/tcp_store.h"
 
@@ -60,13 +57,6 @@ std::string FirstSlurmHost(const std::string& list) {
   return host;
 }
 
-std::string Nonce() {
-  char host[256] = "?";
-  ::gethostname(host, sizeof(host) - 1);
-  std::random_device rd;
-  return absl::StrCat(host, ":pid ", ::getpid(), ":", rd());
-}
-
 // Keeps a hosted server alive as long as the store handed out.
 class HostingStore final : public Store {
  public:
@@ -90,97 +80,6 @@ class HostingStore final : public Store {
   std::unique_ptr<TcpStoreServer> server_;  // destroyed after the client
   std::shared_ptr<Store> client_;
 };
-
-absl::Status CheckIn(Store& store, const RendezvousInfo& info, absl::Duration timeout,
-                     const std::string& where) {
-  const std::string me = absl::StrCat(Nonce(), "|", info.world_size);
-  const std::string my_key = absl::StrCat("rdzv/rank/", info.rank);
-  SL_ASSIGN_OR_RETURN(std::string owner, store.CompareSet(my_key, "", me));
-  if (owner != me) {
-    std::string msg = absl::StrFormat(
-        "rendezvous: rank %d is claimed by two processes (%s and %s); every "
-        "process needs a distinct RANK",
-        info.rank, owner.substr(0, owner.find('|')), me.substr(0, me.find('|')));
-    (void)store.Set("rdzv/error", msg);
-    return absl::AlreadyExistsError(msg);
-  }
-  if (info.rank == 0) {
-    SL_RETURN_IF_ERROR(store.Set("rdzv/world_size", absl::StrCat(info.world_size)));
-  }
-  std::vector<std::string> keys;
-  for (int r = 0; r < info.world_size; ++r) keys.push_back(absl::StrCat("rdzv/rank/", r));
-  keys.push_back("rdzv/error");
-  keys.push_back("rdzv/world_size");
-  absl::Time start = absl::Now();
-  std::vector<int> in, out;  // last seen: checked in / not yet
-  // Typically rank 0, which hosts the store, gave up or died: say who had
-  // checked in by then, whichever store call noticed.
-  auto lost = [&](const absl::Status& status) {
-    return absl::UnavailableError(absl::StrFormat(
-        "rendezvous at %s: lost the store after %s (%s); at that point %d of "
-        "%d ranks had checked in (ranks [%s]); missing ranks [%s]",
-        where, absl::FormatDuration(absl::Now() - start), status.message(), in.size(),
-        info.world_size, absl::StrJoin(in, ","), absl::StrJoin(out, ",")));
-  };
-  bool world_size_checked = false;
-  while (true) {
-    absl::StatusOr<std::vector<bool>> checked = store.Check(keys);
-    if (!checked.ok()) return lost(checked.status());
-    const std::vector<bool>& present = *checked;
-    if (present[info.world_size]) {
-      absl::StatusOr<std::string> msg = store.Get("rdzv/error", absl::Seconds(5));
-      if (!msg.ok()) return lost(msg.status());
-      return absl::FailedPreconditionError(absl::StrCat("rendezvous failed: ", *msg));
-    }
-    if (present[info.world_size + 1] && !world_size_checked) {
-      absl::StatusOr<std::string> ws = store.Get("rdzv/world_size", absl::Seconds(5));
-      if (!ws.ok()) return lost(ws.status());
-      if (*ws != absl::StrCat(info.world_size)) {
-        std::string msg = absl::StrFormat(
-            "rendezvous: world size differs between ranks: rank 0 has "
-            "WORLD_SIZE=%s but rank %d has WORLD_SIZE=%d; start every rank "
-            "with the same world size",
-            *ws, info.rank, info.world_size);
-        (void)store.Set("rdzv/error", msg);
-        return absl::FailedPreconditionError(msg);
-      }
-      world_size_checked = true;
-    }
-    in.clear();
-    out.clear();
-    for (int r = 0; r < info.world_size; ++r) (present[r] ? in : out).push_back(r);
-    if (out.empty() && present[info.world_size + 1]) break;
-    absl::Duration waited = absl::Now() - start;
-    if (waited >= timeout) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "rendezvous at %s timed out after %s: %d of %d ranks checked in "
-          "(ranks [%s]); missing ranks [%s]. Check that every rank was started "
-          "and uses the same MASTER_ADDR/MASTER_PORT",
-          where, absl::FormatDuration(waited), in.size(), info.world_size,
-          absl::StrJoin(in, ","), absl::StrJoin(out, ",")));
-    }
-    absl::SleepFor(absl::Milliseconds(out.empty() ? 5 : 20));
-  }
-  // Phase 2: every rank saw everyone. A rank that found a problem in phase 1
-  // (e.g. another world size) has set rdzv/error; wait until all ranks have
-  // passed phase 1 cleanly, or report that error.
-  SL_RETURN_IF_ERROR(store.Add("rdzv/passed", 1).status());
-  while (true) {
-    SL_ASSIGN_OR_RETURN(std::vector<bool> err, store.Check({"rdzv/error"}));
-    if (err[0]) {
-      SL_ASSIGN_OR_RETURN(std::string msg, store.Get("rdzv/error", absl::Seconds(5)));
-      return absl::FailedPreconditionError(absl::StrCat("rendezvous failed: ", msg));
-    }
-    SL_ASSIGN_OR_RETURN(int64_t passed, store.Add("rdzv/passed", 0));
-    if (passed >= info.world_size) return absl::OkStatus();
-    if (absl::Now() - start >= timeout) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "rendezvous at %s timed out after %s: only %d of %d ranks confirmed",
-          where, absl::FormatDuration(absl::Now() - start), passed, info.world_size));
-    }
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-}
 
 }  // namespace
 
@@ -296,12 +195,18 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
       ConnectTcpStore({.host = info.master_addr, .port = info.master_port,
                        .connect_timeout = timeout,
                        .token = EnvString("SYNCLINE_STORE_TOKEN")}));
+  const bool server_hosted = server != nullptr;
   std::shared_ptr<Store> store =
       server ? std::make_shared<HostingStore>(std::move(server), client) : client;
   if (!info.store_prefix.empty()) store = MakePrefixStore(info.store_prefix, store);
   absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
-  SL_RETURN_IF_ERROR(CheckIn(*store, info, left, where));
+  SL_RETURN_IF_ERROR(internal::CheckIn(*store, info, left, where, /*hosts_store=*/server_hosted));
   return store;
+}
+
+absl::Status RendezvousCheckIn(Store& store, const RendezvousInfo& info,
+                               absl::Duration timeout) {
+  return internal::CheckIn(store, info, timeout, "the given store", /*hosts_store=*/false);
 }
 
 }  // namespace syncline

@@ -1,10 +1,18 @@
 // communicator_test.cc: backend agreement and input validation in the core.
-#include <cstdio>
+#include <unistd.h>
 
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "common/multiprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "syncline/communicator.h"
+#include "syncline/diagnostics.h"
 
 namespace syncline {
 namespace {
@@ -13,24 +21,101 @@ using ::testing::HasSubstr;
 using testing::RunOptions;
 using testing::RunRanks;
 
-TEST(BackendAgreement, ARankThatCannotLoadItsBackendFailsEveryRank) {
-  RunOptions options{.timeout = absl::Seconds(30),
-                     .rank_env = {{1, {{"SYNCLINE_BACKEND", "nosuch"}}}}};
-  options.env["SYNCLINE_BACKEND"] = "gloo";
-  options.env["SYNCLINE_TIMEOUT"] = "20";
-  auto results = RunRanks(2, [](int, int) {
-    auto comm = Communicator::Create({});
-    std::fprintf(stderr, "RESULT: %s\n", comm.status().ToString().c_str());
-    std::fflush(stderr);
-    ::_exit(comm.ok() ? 0 : 3);
-  }, options);
-  ASSERT_EQ(results.size(), 2u);
-  EXPECT_EQ(results[0].exit_code, 3) << results[0].output;
-  EXPECT_THAT(results[0].output, HasSubstr("rank 1 could not load its backend"));
-  EXPECT_EQ(results[1].exit_code, 3) << results[1].output;
-  EXPECT_THAT(results[1].output, HasSubstr("cannot load backend 'nosuch'"));
-  for (const auto& r : results) EXPECT_LT(r.seconds, 5.0) << "must not wait for the timeout";
+// Rank body: create a communicator and print the outcome between markers.
+void CreateAndReport(int, int) {
+  auto comm = Communicator::Create({});
+  std::fprintf(stderr, "RESULT: %s\nEND\n", comm.status().ToString().c_str());
+  std::fflush(stderr);
+  ::_exit(comm.ok() ? 0 : 3);
 }
+
+std::string Verdict(const testing::RankResult& r) {
+  size_t at = r.output.find("RESULT: ");
+  if (at == std::string::npos) return "(no result)";
+  return r.output.substr(at, r.output.find("\nEND\n", at) - at);
+}
+
+// Runs `size` ranks on gloo, with `odd_env` on `odd_rank`, and rank 0
+// hosting the store (as without a launcher). Checks that every rank failed
+// with the very same verdict, before the timeout, and returns it.
+std::string RunDisagreement(int size, int odd_rank,
+                            std::map<std::string, std::string> odd_env) {
+  RunOptions options{.timeout = absl::Seconds(120),
+                     .env = {{"SYNCLINE_BACKEND", "gloo"}, {"SYNCLINE_TIMEOUT", "60"}},
+                     .rank_env = {{odd_rank, std::move(odd_env)}},
+                     .host_store = false};
+  auto results = RunRanks(size, CreateAndReport, options);
+  EXPECT_EQ(results.size(), static_cast<size_t>(size));
+  if (results.empty()) return "";
+  for (const auto& r : results) {
+    EXPECT_EQ(r.exit_code, 3) << r.output;
+    EXPECT_EQ(Verdict(r), Verdict(results[0])) << "rank " << r.rank << " heard another verdict";
+    EXPECT_LT(r.seconds, 50.0) << "must fail at the agreement, not at the timeout";
+  }
+  return Verdict(results[0]);
+}
+
+// One rank differs from the others; every rank must hear the same verdict,
+// naming which ranks chose what.
+struct Disagreement {
+  std::string name;
+  int size;
+  int odd_rank;
+  std::map<std::string, std::string> odd_env;
+  // Parts of the verdict; "{gloo}" and "{ucx}" stand for what each rank that
+  // loads that backend reports, as ProbeBackends() finds it here.
+  std::vector<std::string> expected;
+};
+
+// "gloo (plugin ABI 1, <its version>)", the choice a rank reports.
+std::string Choice(const std::string& backend, const std::string& suffix = "") {
+  for (const BackendProbe& p : ProbeBackends()) {
+    if (p.name == backend && p.loaded) {
+      return absl::StrFormat("%s (plugin ABI %u, %s%s)", backend, p.abi_version, p.detail,
+                             suffix);
+    }
+  }
+  ADD_FAILURE() << backend << " does not load here";
+  return backend;
+}
+
+void PrintTo(const Disagreement& d, std::ostream* os) { *os << d.name; }
+
+class BackendAgreement : public ::testing::TestWithParam<Disagreement> {};
+
+TEST_P(BackendAgreement, EveryRankHearsTheSameVerdict) {
+  const Disagreement& d = GetParam();
+  std::string verdict = RunDisagreement(d.size, d.odd_rank, d.odd_env);
+  for (std::string part : d.expected) {
+    part = absl::StrReplaceAll(part, {{"{gloo+check}", Choice("gloo", " +check")},
+                                      {"{gloo}", Choice("gloo")},
+                                      {"{ucx}", Choice("ucx")}});
+    EXPECT_THAT(verdict, HasSubstr(part));
+  }
+}
+
+std::vector<Disagreement> Disagreements() {
+  std::vector<Disagreement> cases = {
+      {"OneRankCannotLoadItsBackend", 3, 1, {{"SYNCLINE_BACKEND", "nosuch"}},
+       {"RESULT: FAILED_PRECONDITION: no common backend: ranks 0,2, 2 in all chose {gloo}; "
+        "rank 1 could not load its backend: cannot load backend 'nosuch'"}}};
+#ifdef SYNCLINE_TEST_UCX
+  cases.push_back({"GlooAndUcx", 4, 2, {{"SYNCLINE_BACKEND", "ucx"}},
+                   {"RESULT: FAILED_PRECONDITION: ranks disagree on the backend: ranks 0-1,3, "
+                    "3 in all chose {gloo}; rank 2 chose {ucx}. Set the same SYNCLINE_BACKEND "
+                    "and SYNCLINE_PLUGINS"}});
+#endif
+#ifdef SYNCLINE_TEST_INTERPOSERS
+  cases.push_back({"CheckOnOneRankOnly", 3, 0, {{"SYNCLINE_PLUGINS", "check"}},
+                   {"RESULT: FAILED_PRECONDITION: ranks disagree on the backend: rank 0 chose "
+                    "{gloo+check}; ranks 1-2, 2 in all chose {gloo}. Set the same "
+                    "SYNCLINE_BACKEND"}});
+#endif
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BackendAgreement, ::testing::ValuesIn(Disagreements()),
+                         [](const auto& info) { return info.param.name; });
 
 class ValidationTest : public ::testing::Test {
  protected:

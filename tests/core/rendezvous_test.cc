@@ -1,9 +1,13 @@
 // rendezvous_test.cc: rank discovery and the check-in, with every bad input.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/multiprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -14,8 +18,21 @@ namespace syncline {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::RunOptions;
 using testing::RunRanks;
+
+std::string Host() {
+  char host[256] = "?";
+  ::gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+// How messages name a job.
+std::string JobName(const std::string& job_id) {
+  return job_id.empty() ? "a job with no id"
+                        : absl::StrCat("job '", job_id, "' (from SYNCLINE_JOB_ID)");
+}
 
 EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
   auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
@@ -121,39 +138,130 @@ TEST(RendezvousProcesses, AllRanksMeet) {
   testing::ExpectAllSucceeded(results);
 }
 
+// The line Meet() printed.
+std::string ResultLine(const testing::RankResult& r) {
+  size_t at = r.output.find("RESULT: ");
+  if (at == std::string::npos) return "";
+  return r.output.substr(at, r.output.find('\n', at) - at);
+}
+
 TEST(RendezvousProcesses, OnlySomeRanksStartNamesTheMissing) {
-  // Two processes start for a world of 3: rank 2 never comes.
+  // Two processes start for a world of 3: rank 2 never comes. Rank 0 hosts
+  // the store, and must keep it until rank 1 has read why they failed.
   RunOptions options{.env = {{"SYNCLINE_WORLD_SIZE", "3"}}, .host_store = false};
   auto results = RunRanks(2, [](int, int) { Meet(absl::Seconds(2)); }, options);
+  ASSERT_EQ(results.size(), 2u);
   for (const auto& r : results) {
     EXPECT_EQ(r.exit_code, 3) << r.output;
-    // Rank 0 reports the timeout; rank 1 may instead see rank 0's store go
-    // away at that moment. Both name who checked in and who is missing.
-    EXPECT_THAT(r.output, HasSubstr("(ranks [0,1]); missing ranks [2]"));
-    if (r.rank == 0) EXPECT_THAT(r.output, HasSubstr("2 of 3 ranks checked in"));
-    EXPECT_THAT(r.output, HasSubstr("127.0.0.1:"));
+    EXPECT_THAT(r.output, HasSubstr("2 of 3 ranks checked in (ranks 0-1, 2 in all); "
+                                    "missing: rank 2"));
+    EXPECT_THAT(r.output, HasSubstr("DEADLINE_EXCEEDED: rendezvous at 127.0.0.1:"));
+    EXPECT_THAT(r.output, Not(HasSubstr("lost the store")));
     EXPECT_LT(r.seconds, 6.0) << "must fail within the init timeout, not twice it";
   }
+  EXPECT_EQ(ResultLine(results[0]), ResultLine(results[1])) << "one verdict for all";
 }
 
-TEST(RendezvousProcesses, TwoProcessesClaimingOneRank) {
+TEST(RendezvousProcesses, ASecondProcessOnARankIsRefusedNamingTheHolder) {
+  // Both processes claim rank 0 of 2. The later one is refused at once,
+  // naming the holder's host and pid; the job (the holder) is not killed by
+  // it, but warns, and its timeout names the refused process.
   RunOptions options{.rank_env = {{1, {{"SYNCLINE_RANK", "0"}}}}};
-  auto results = RunRanks(2, [](int, int) { Meet(absl::Seconds(5)); }, options);
-  for (const auto& r : results) {
-    EXPECT_EQ(r.exit_code, 3) << r.output;
-    EXPECT_THAT(r.output, HasSubstr("rank 0 is claimed by two processes"));
-    EXPECT_LT(r.seconds, 4.0);
-  }
+  auto results = RunRanks(2, [](int, int) { Meet(absl::Seconds(6)); }, options);
+  ASSERT_EQ(results.size(), 2u);
+  const bool first_refused = results[0].output.find("is refused") != std::string::npos;
+  const testing::RankResult& refused = results[first_refused ? 0 : 1];
+  const testing::RankResult& holder = results[first_refused ? 1 : 0];
+  EXPECT_EQ(refused.exit_code, 3) << refused.output;
+  EXPECT_THAT(refused.output, HasSubstr(absl::StrCat(
+      "ALREADY_EXISTS: rendezvous at 127.0.0.1:")));
+  EXPECT_THAT(refused.output, HasSubstr(absl::StrCat(
+      "rank 0 is claimed by two processes: host ", Host(), " pid ", holder.pid,
+      " holds it (it checked in first), so this process (host ", Host(), " pid ",
+      refused.pid, ") is refused")));
+  EXPECT_LT(refused.seconds, holder.seconds) << "refused at check-in, not at the timeout";
+  EXPECT_EQ(holder.exit_code, 3) << holder.output;
+  EXPECT_THAT(holder.output, HasSubstr("refused a process that is not part of this job"));
+  EXPECT_THAT(holder.output, HasSubstr("missing: rank 1."));
+  EXPECT_THAT(holder.output, HasSubstr(absl::StrCat("pid ", refused.pid, ": rank 0 is already held by host ",
+                                                    Host(), " pid ", holder.pid)));
 }
 
-TEST(RendezvousProcesses, WorldSizeDiffersBetweenRanks) {
-  RunOptions options{.rank_env = {{1, {{"SYNCLINE_WORLD_SIZE", "3"}}}}};
+// One job of two ranks plus a process that claims another world size: it is
+// refused on arrival, and the job warns and, missing a rank, names it when
+// it times out. Parameter: which rank has the odd size, and the job id.
+class WorldSizeMismatch : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(WorldSizeMismatch, TheOddProcessIsRefusedAndTheJobNamesIt) {
+  const auto [odd_rank, job_id] = GetParam();
+  RunOptions options{.env = {{"SYNCLINE_JOB_ID", job_id}},
+                     .rank_env = {{odd_rank, {{"SYNCLINE_WORLD_SIZE", "3"}}}}};
   auto results = RunRanks(2, [](int, int) { Meet(absl::Seconds(5)); }, options);
-  for (const auto& r : results) {
-    EXPECT_EQ(r.exit_code, 3) << r.output;
-    EXPECT_THAT(r.output, HasSubstr("world size differs between ranks"));
-    EXPECT_LT(r.seconds, 4.0);
-  }
+  ASSERT_EQ(results.size(), 2u);
+  // Rank 0's record is the job's: the other rank is the odd one out.
+  const testing::RankResult& job = results[0];
+  const testing::RankResult& refused = results[1];
+  const int job_size = odd_rank == 0 ? 3 : 2, refused_size = odd_rank == 0 ? 2 : 3;
+  EXPECT_EQ(refused.exit_code, 3) << refused.output;
+  EXPECT_THAT(refused.output, HasSubstr(absl::StrFormat(
+      "WORLD_SIZE=%d, on host %s pid %d): the store there serves %s with WORLD_SIZE=%d, whose "
+      "rank 0 is host %s pid %d; this process claims another world size",
+      refused_size, Host(), refused.pid, JobName(job_id), job_size, Host(), job.pid)));
+  EXPECT_THAT(refused.output, HasSubstr("Two jobs share MASTER_ADDR:MASTER_PORT (127.0.0.1:"));
+  EXPECT_LT(refused.seconds, job.seconds) << "refused at check-in, not at the timeout";
+  EXPECT_EQ(job.exit_code, 3) << job.output;
+  std::string named = absl::StrFormat("rank 1 of %s, WORLD_SIZE=%d, on host %s pid %d: "
+                                      "another world size",
+                                      JobName(job_id), refused_size, Host(), refused.pid);
+  EXPECT_THAT(job.output, HasSubstr(absl::StrCat("refused a process that is not part of this job: ",
+                                                 named)));
+  EXPECT_THAT(job.output, HasSubstr(absl::StrFormat("1 of %d ranks checked in (rank 0); missing: %s",
+                                                    job_size, job_size == 2 ? "rank 1" : "ranks 1-2, 2 in all")));
+  EXPECT_THAT(job.output, HasSubstr(absl::StrCat("Refused meanwhile, as not part of this job "
+                                                 "(two jobs share MASTER_ADDR:MASTER_PORT, or "
+                                                 "ranks started with conflicting settings): ",
+                                                 named)));
+}
+
+INSTANTIATE_TEST_SUITE_P(OddRankAndJobId, WorldSizeMismatch,
+                         ::testing::Values(std::make_tuple(1, std::string()),
+                                           std::make_tuple(0, std::string("train-7"))));
+
+TEST(RendezvousProcesses, ARankOfAnotherJobIsRefusedAndTheJobGoesOn) {
+  // Job A (ranks 0 and 1, rank 0 hosting the store) and a rank 1 of job B on
+  // the same port. B's process is refused; A's real rank 1 checks in only
+  // after that (it waits for the refusal on the store), and job A meets.
+  RunOptions options{.env = {{"SYNCLINE_WORLD_SIZE", "2"}, {"SYNCLINE_JOB_ID", "A"}},
+                     .rank_env = {{2, {{"SYNCLINE_RANK", "1"}, {"SYNCLINE_JOB_ID", "B"}}}},
+                     .host_store = false};
+  auto results = RunRanks(3, [](int process, int) {
+    if (process == 1) {
+      auto info = ResolveRendezvous(-1, -1);
+      ASSERT_TRUE(info.ok()) << info.status();
+      auto probe = ConnectTcpStore({.host = info->master_addr, .port = info->master_port,
+                                    .connect_timeout = absl::Seconds(60)});
+      ASSERT_TRUE(probe.ok()) << probe.status();
+      auto refused = (*probe)->Get("rdzv/event/1", absl::Seconds(60));
+      ASSERT_TRUE(refused.ok()) << refused.status();
+    }
+    Meet(absl::Seconds(60));
+  }, options);
+  ASSERT_EQ(results.size(), 3u);
+  const testing::RankResult& intruder = results[2];
+  EXPECT_EQ(results[0].exit_code, 0) << results[0].output;
+  EXPECT_EQ(results[1].exit_code, 0) << results[1].output;
+  EXPECT_EQ(intruder.exit_code, 3) << intruder.output;
+  EXPECT_THAT(intruder.output, HasSubstr(absl::StrFormat(
+      "refused this process (rank 1 of job 'B' (from SYNCLINE_JOB_ID), WORLD_SIZE=2, on host "
+      "%s pid %d): the store there serves job 'A' (from SYNCLINE_JOB_ID) with WORLD_SIZE=2, "
+      "whose rank 0 is host %s pid %d; this process belongs to another job",
+      Host(), intruder.pid, Host(), results[0].pid)));
+  EXPECT_THAT(intruder.output, HasSubstr("Two jobs share MASTER_ADDR:MASTER_PORT"));
+  EXPECT_THAT(results[0].output, HasSubstr(absl::StrFormat(
+      "refused a process that is not part of this job: rank 1 of job 'B' (from "
+      "SYNCLINE_JOB_ID), WORLD_SIZE=2, on host %s pid %d: another job",
+      Host(), intruder.pid)));
+  EXPECT_THAT(results[0].output, HasSubstr("Two jobs share MASTER_ADDR:MASTER_PORT"));
 }
 
 TEST(Rendezvous, PortInUseFailsOnRankZero) {

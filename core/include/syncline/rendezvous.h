@@ -70,13 +70,33 @@ absl::StatusOr<RendezvousInfo> ResolveRendezvous(int rank, int world_size,
 //
 // World size 1: an in-memory store. Otherwise rank 0 hosts a TcpStoreServer on
 // master_addr:master_port unless a launcher already does, and every rank
-// connects to it. Then every rank checks in; the call returns once all
-// `world_size` ranks have, or fails after `timeout` naming the ranks that
-// checked in, those that did not, the address and the time waited. Two
-// processes claiming one rank, and ranks that disagree on the world size,
-// fail on every rank.
+// connects to it. Then every rank checks in (RendezvousCheckIn); the call
+// returns once all `world_size` ranks have, or fails after `timeout`.
+// Blocking; call it once per rank and job.
 absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
     const RendezvousInfo& info, absl::Duration timeout);
+
+// RendezvousCheckIn()
+//
+// The check-in alone, on a store the caller already holds (for launchers and
+// tests; ConnectRendezvousStore() calls it). Costs about five store requests
+// per rank whatever the world size, and blocks until every rank has checked
+// in or `timeout` passes. Errors:
+//   FailedPrecondition  this process belongs to another job (another job id,
+//                       or another world size than rank 0's): two jobs share
+//                       the address. The job it tried to join is not harmed;
+//                       its rank 0 logs a warning naming this process.
+//   AlreadyExists       another process holds this rank (named by host and
+//                       pid); the same holds for the job.
+//   DeadlineExceeded    on every rank alike: who checked in and who is
+//                       missing, as ranges ("ranks 5-1023, 1019 in all"), and
+//                       any process refused meanwhile.
+//   Unavailable         the store was lost (its host exited).
+//
+// Example:
+//   SL_RETURN_IF_ERROR(RendezvousCheckIn(*store, info, absl::Seconds(300)));
+absl::Status RendezvousCheckIn(Store& store, const RendezvousInfo& info,
+                               absl::Duration timeout);
 
 }  // namespace syncline
 
