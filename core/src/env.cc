@@ -1,6 +1,7 @@
 // env.cc: the table of SYNCLINE_* options and typed access to it.
 #include "syncline/env.h"
 
+#include <cmath>
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
@@ -96,7 +97,7 @@ std::string EnvString(absl::string_view name) {
   SL_CHECK(false, absl::StrCat("undeclared option ", name).c_str());
 }
 
-absl::StatusOr<int64_t> EnvInt(absl::string_view name) {
+absl::StatusOr<int64_t> EnvInt(absl::string_view name, int64_t min_value) {
   std::string value = EnvString(name);
   int64_t result = 0;
   if (value.empty()) return 0;
@@ -105,15 +106,24 @@ absl::StatusOr<int64_t> EnvInt(absl::string_view name) {
         "%s=%s is not an integer; set it to a whole number or unset it",
         std::string(name), value));
   }
+  if (result < min_value) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s=%s is below its minimum %d; set it to at least %d or unset it",
+        std::string(name), value, min_value, min_value));
+  }
   return result;
 }
 
 absl::StatusOr<absl::Duration> EnvSeconds(absl::string_view name) {
   std::string value = EnvString(name);
   double seconds = 0;
-  if (!absl::SimpleAtod(value, &seconds) || seconds <= 0) {
+  // SimpleAtod accepts "nan" and "inf"; either would mean no deadline at all
+  // (a lone rank would wait until killed), as would a value so large that
+  // the duration is infinite. Every deadline here is finite.
+  if (!absl::SimpleAtod(value, &seconds) || !std::isfinite(seconds) || seconds <= 0 ||
+      absl::Seconds(seconds) == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s=%s is not a positive number of seconds; e.g. %s=60",
+        "%s=%s is not a finite positive number of seconds; e.g. %s=60",
         std::string(name), value, std::string(name)));
   }
   return absl::Seconds(seconds);

@@ -43,7 +43,11 @@ std::string JsonEscape(const std::string& s) {
 }
 
 size_t Capacity() {
-  auto n = EnvInt("SYNCLINE_FLIGHT_RECORDER_SIZE");
+  auto n = EnvInt("SYNCLINE_FLIGHT_RECORDER_SIZE", /*min_value=*/1);
+  if (!n.ok()) {
+    LogWarnOnce("SYNCLINE_FLIGHT_RECORDER_SIZE",
+                absl::StrCat(n.status().message(), "; keeping the default of 1024 ops"));
+  }
   return n.ok() && *n > 0 ? static_cast<size_t>(*n) : 1024;
 }
 

@@ -1,10 +1,13 @@
 // env_test.cc: the option table is complete and matches the README.
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "syncline/communicator.h"
 #include "syncline/env.h"
+#include "syncline/store.h"
 
 namespace syncline {
 namespace {
@@ -40,6 +43,73 @@ TEST(EnvTable, MalformedNumbersAreRejectedWithTheVariableName) {
   ::unsetenv("SYNCLINE_TIMEOUT");
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(*t, absl::Milliseconds(2500));
+}
+
+// Sets one variable for the life of the object, restoring it afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() { had_ ? (void)::setenv(name_, old_.c_str(), 1) : (void)::unsetenv(name_); }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+// "nan" and "inf" parse as numbers, and each used to mean "no deadline at
+// all": a lone rank 0 waited until it was killed. Neither is a deadline.
+TEST(EnvTable, DurationsMustBeFiniteAndPositive) {
+  for (const char* bad : {"nan", "NaN", "-nan", "inf", "Infinity", "-inf", "1e400", "1e300",
+                          "0", "-0", "-5", "0.0"}) {
+    ScopedEnv env("SYNCLINE_TIMEOUT", bad);
+    absl::StatusOr<absl::Duration> t = EnvSeconds("SYNCLINE_TIMEOUT");
+    ASSERT_FALSE(t.ok()) << bad << " gave " << *t;
+    EXPECT_TRUE(absl::IsInvalidArgument(t.status())) << t.status();
+    EXPECT_THAT(std::string(t.status().message()),
+                ::testing::HasSubstr(std::string("SYNCLINE_TIMEOUT=") + bad +
+                                     " is not a finite positive number of seconds"));
+  }
+  ScopedEnv env("SYNCLINE_TIMEOUT", "1e6");
+  absl::StatusOr<absl::Duration> t = EnvSeconds("SYNCLINE_TIMEOUT");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*t, absl::Seconds(1000000));
+}
+
+// The same check where the timeout is read: creating a communicator fails at
+// once, naming the variable, instead of running without a deadline.
+TEST(EnvTable, CommunicatorRefusesANonFiniteTimeout) {
+  for (const char* bad : {"nan", "inf"}) {
+    ScopedEnv env("SYNCLINE_TIMEOUT", bad);
+    CommunicatorOptions options;
+    options.rank = 0;
+    options.world_size = 1;
+    options.store = MakeHashStore();
+    absl::Status s = Communicator::Create(options).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_THAT(std::string(s.message()),
+                ::testing::HasSubstr(std::string("SYNCLINE_TIMEOUT=") + bad));
+  }
+}
+
+TEST(EnvTable, IntegersBelowTheirMinimumAreRejectedWithTheVariableName) {
+  {
+    ScopedEnv env("SYNCLINE_FLIGHT_RECORDER_SIZE", "-3");
+    absl::StatusOr<int64_t> n = EnvInt("SYNCLINE_FLIGHT_RECORDER_SIZE", 1);
+    ASSERT_FALSE(n.ok());
+    EXPECT_THAT(std::string(n.status().message()),
+                ::testing::HasSubstr("SYNCLINE_FLIGHT_RECORDER_SIZE=-3 is below its minimum 1"));
+  }
+  ScopedEnv env("SYNCLINE_FLIGHT_RECORDER_SIZE", "nan");
+  absl::StatusOr<int64_t> n = EnvInt("SYNCLINE_FLIGHT_RECORDER_SIZE", 1);
+  ASSERT_FALSE(n.ok());
+  EXPECT_THAT(std::string(n.status().message()),
+              ::testing::HasSubstr("SYNCLINE_FLIGHT_RECORDER_SIZE=nan is not an integer"));
 }
 
 }  // namespace

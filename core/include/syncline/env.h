@@ -6,10 +6,12 @@
 // pass through untouched and are not listed.
 //
 // Example:
-//   absl::Duration t = syncline::EnvDuration("SYNCLINE_TIMEOUT");
+//   absl::StatusOr<absl::Duration> t = syncline::EnvSeconds("SYNCLINE_TIMEOUT");
 #ifndef SYNCLINE_ENV_H_
 #define SYNCLINE_ENV_H_
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -36,8 +38,11 @@ const std::vector<EnvOption>& EnvOptions();
 std::string EnvString(absl::string_view name);
 
 // Integer / duration (seconds, may be fractional) forms. A malformed value is
-// an InvalidArgument error naming the variable and the value.
-absl::StatusOr<int64_t> EnvInt(absl::string_view name);
+// an InvalidArgument error naming the variable and the value; so is an
+// integer below `min_value`, and a duration that is not finite and positive
+// ("nan", "inf", "0", "-1", "1e400": none of them may mean "no deadline").
+absl::StatusOr<int64_t> EnvInt(absl::string_view name,
+                               int64_t min_value = std::numeric_limits<int64_t>::min());
 absl::StatusOr<absl::Duration> EnvSeconds(absl::string_view name);
 
 // The table formatted for a terminal (--help-env) or as a markdown table.
