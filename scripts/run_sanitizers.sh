@@ -28,7 +28,7 @@ run_preset() {
 
 run_preset asan \
   "store_test rendezvous_test communicator_test loader_test collective_test backend_fault_test syncline-backend-gloo syncline-backend-ucx collective_test_ucx backend_fault_test_ucx" \
-  '^(AllStores|PrefixStore|TcpStore|Resolve|Rendezvous|Backend|Validation|FlightRecorder|Loader|EnvTable|Backends/|Faults|ucx_(tcp|shm)\.Backends/CollectiveTest\.(Allreduce|SendRecv)/ucx_[23]ranks)'
+  '^(AllStores|PrefixStore|TcpStore|Resolve|Rendezvous|Backend|Validation|FlightRecorder|Loader|EnvTable|Backends/|Faults|ucx_(tcp|shm)\.Backends/(CollectiveTest\.(Allreduce|SendRecv)/ucx_[23]ranks|FaultTest\.WorkOutlivesItsCommunicator/))'
 run_preset tsan \
   "store_test rendezvous_test communicator_test syncline-backend-gloo syncline-backend-ucx collective_test_ucx ucx_fault_test ucx_split_test syncline-plugin-trace syncline-plugin-check" \
   '^(AllStores|PrefixStore|TcpStore|Resolve|Rendezvous|Validation|FlightRecorder|ucx_(tcp|shm)\.(UcxSplit\.|Ucx/UcxKill|Backends/CollectiveTest\.(Allreduce|SendRecv)[^/]*/ucx_[23]ranks))'

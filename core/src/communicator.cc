@@ -60,54 +60,50 @@ namespace internal {
 absl::Status CreateBackendComm(Communicator::Impl& impl, int rank, int size,
                                std::shared_ptr<Store> plugin_store, Device device,
                                absl::Duration timeout) {
-  impl.plugin_store = std::move(plugin_store);
-  impl.plugin_cstore = internal::MakeCStore(impl.plugin_store.get());
+  auto backend = std::make_shared<BackendComm>(impl.table, std::move(plugin_store));
   sl_comm_config_t config{rank,
                           size,
-                          &impl.plugin_cstore,
+                          backend->store(),
                           static_cast<sl_device_type_t>(device.type),
                           device.index,
                           absl::ToInt64Milliseconds(timeout),
                           impl.comm_id,
                           impl.backend_options.empty() ? nullptr : impl.backend_options.c_str()};
   sl_error_t err{};
-  sl_result_t r = impl.table->comm_create(&config, &impl.comm, &err);
+  sl_result_t r = impl.table->comm_create(&config, backend->comm_slot(), &err);
   if (r != SL_OK) {
-    impl.comm = nullptr;
+    *backend->comm_slot() = nullptr;
     return absl::Status(internal::ToStatusCode(r),
                         absl::StrFormat("%s: creating the communicator on rank %d/%d "
                                         "failed: %s",
                                         impl.table->name, rank, size, err.message));
   }
+  impl.backend = std::move(backend);
   return absl::OkStatus();
 }
 
 absl::Status SplitBackendComm(Communicator::Impl& parent, Communicator::Impl& child,
                               int color, int key, std::shared_ptr<Store> plugin_store) {
-  child.plugin_store = std::move(plugin_store);
-  if (child.plugin_store != nullptr) {
-    child.plugin_cstore = internal::MakeCStore(child.plugin_store.get());
-  }
+  auto backend = std::make_shared<BackendComm>(parent.table, std::move(plugin_store));
   sl_error_t err{};
   sl_result_t r;
   {
     std::lock_guard<std::mutex> lock(parent.post_mu);
-    r = parent.table->comm_split(parent.comm, color, key,
-                                 child.plugin_store != nullptr ? &child.plugin_cstore : nullptr,
-                                 child.comm_id, &child.comm, &err);
+    r = parent.table->comm_split(parent.backend->comm(), color, key, backend->store(),
+                                 child.comm_id, backend->comm_slot(), &err);
   }
   if (r != SL_OK) {
-    child.comm = nullptr;
+    *backend->comm_slot() = nullptr;
     return absl::Status(internal::ToStatusCode(r), err.message);
   }
-  if (color < 0 && child.comm != nullptr) {  // a backend bug; do not leak it
-    parent.table->comm_destroy(child.comm);
-    child.comm = nullptr;
-  }
-  if (color >= 0 && child.comm == nullptr) {
+  // color < 0 and a communicator anyway is a backend bug: `backend` destroys
+  // it rather than leak it.
+  if (color < 0) return absl::OkStatus();
+  if (backend->comm() == nullptr) {
     return absl::InternalError(absl::StrCat(parent.table->name,
                                             " comm_split returned no communicator"));
   }
+  child.backend = std::move(backend);
   return absl::OkStatus();
 }
 }  // namespace internal
@@ -178,7 +174,9 @@ Communicator::Communicator(std::unique_ptr<Impl> impl, int rank, int size, Devic
       timeout_(timeout), store_(std::move(store)) {}
 
 Communicator::~Communicator() {
-  if (impl_ && impl_->comm) impl_->table->comm_destroy(impl_->comm);
+  // Ops still running are aborted; the plugin communicator itself goes with
+  // the last Work that holds it (backend_comm.h).
+  if (impl_ && impl_->backend) impl_->backend->Close();
 }
 
 const std::string& Communicator::backend_name() const { return impl_->name; }
@@ -193,7 +191,7 @@ bool Communicator::SupportsReduce(DataType dtype, ReduceOp op, Device device) co
 
 absl::Status Communicator::Abort() {
   sl_error_t err{};
-  sl_result_t r = impl_->table->comm_abort(impl_->comm, &err);
+  sl_result_t r = impl_->table->comm_abort(impl_->backend->comm(), &err);
   if (r != SL_OK) return absl::Status(internal::ToStatusCode(r), err.message);
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "backend_comm.h"
 #include "flight_recorder.h"
 #include "syncline/communicator.h"
 #include "syncline/plugin_abi.h"
@@ -14,32 +15,30 @@ namespace syncline {
 
 struct Communicator::Impl {
   const sl_backend_v1_t* table = nullptr;  // possibly wrapped by interposers
-  sl_comm_t* comm = nullptr;               // owned; destroyed with the Communicator
+  // The plugin communicator and its store, shared with every Work posted on
+  // it: the last of them destroys it (backend_comm.h).
+  std::shared_ptr<internal::BackendComm> backend;
   std::string name;
   uint64_t comm_id = 0;
   std::shared_ptr<Store> root_store;  // unscoped: sub-groups scope it anew
   std::string backend_options;
   int splits = 0;      // Split() calls so far (same on every rank)
   std::mutex post_mu;  // serializes posting so seq order == post order
-  // The plugin's scoped store and its C view; both live until comm_destroy,
-  // so a backend may use the store after comm_create (e.g. a watchdog).
-  std::shared_ptr<Store> plugin_store;
-  sl_store_t plugin_cstore{};
   // Shared with every Work, which reports completion and timeouts to it.
   std::shared_ptr<internal::FlightRecorder> recorder;
 };
 
 namespace internal {
-// Builds impl.comm over `plugin_store` with impl.table (used by Create and
-// Split); keeps the store alive in `impl`.
+// Builds impl.backend over `plugin_store` with impl.table (used by Create
+// and Split); the store lives as long as the plugin communicator.
 absl::Status CreateBackendComm(Communicator::Impl& impl, int rank, int size,
                                std::shared_ptr<Store> plugin_store, Device device,
                                absl::Duration timeout);
-// Builds child.comm with the table's comm_split, collectively over
-// `parent` (every rank of it calls this, color < 0 included; child.comm
+// Builds child.backend with the table's comm_split, collectively over
+// `parent` (every rank of it calls this, color < 0 included; child.backend
 // stays null then). Posting on the parent is blocked meanwhile, since the
 // backend may run ops on it. Keeps `plugin_store` (null when color < 0)
-// alive in `child` like CreateBackendComm. Requires parent.table->comm_split.
+// alive like CreateBackendComm. Requires parent.table->comm_split.
 absl::Status SplitBackendComm(Communicator::Impl& parent, Communicator::Impl& child,
                               int color, int key, std::shared_ptr<Store> plugin_store);
 }  // namespace internal

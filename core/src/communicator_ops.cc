@@ -156,13 +156,13 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
   sl_request_t* request = nullptr;
   sl_error_t err{};
   impl_->recorder->Posted(seq, context, data.bytes());
-  sl_result_t r = impl_->table->post(impl_->comm, &op, &request, &err);
+  sl_result_t r = impl_->table->post(impl_->backend->comm(), &op, &request, &err);
   if (r != SL_OK) {
     impl_->recorder->Finished(seq, false, err.message);
     return absl::Status(internal::ToStatusCode(r), absl::StrCat(context, " failed: ", err.message));
   }
   return std::unique_ptr<Work>(std::make_unique<internal::PluginWork>(
-      impl_->table, request, seq, context, impl_->recorder));
+      impl_->backend, request, seq, context, impl_->recorder));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::Allreduce(

@@ -5,14 +5,30 @@
 #include "store_adapter.h"
 
 namespace syncline::internal {
+namespace {
 
-PluginWork::PluginWork(const sl_backend_v1_t* table, sl_request_t* request,
+std::string DestroyedBeforeFinishing(const std::string& context, const char* detail) {
+  return absl::StrCat(context,
+                      " failed: the communicator was destroyed before this work finished; "
+                      "wait for every Work before destroying its Communicator (",
+                      detail, ")");
+}
+
+}  // namespace
+
+PluginWork::PluginWork(std::shared_ptr<BackendComm> backend, sl_request_t* request,
                        uint64_t seq, std::string context,
                        std::shared_ptr<FlightRecorder> recorder)
-    : table_(table), request_(request), seq_(seq), context_(std::move(context)),
-      recorder_(std::move(recorder)) {}
+    : backend_(std::move(backend)), table_(backend_->table()), request_(request), seq_(seq),
+      context_(std::move(context)), recorder_(std::move(recorder)) {
+  backend_->Track(request_);
+}
 
-PluginWork::~PluginWork() { table_->request_free(request_); }
+PluginWork::~PluginWork() {
+  backend_->Untrack(request_);
+  table_->request_free(request_);
+  // backend_ goes after the request: the last holder destroys the communicator.
+}
 
 absl::Status PluginWork::Finish(sl_result_t result, const sl_error_t& err) {
   done_ = true;
@@ -20,7 +36,11 @@ absl::Status PluginWork::Finish(sl_result_t result, const sl_error_t& err) {
     final_ = absl::OkStatus();
   } else {
     std::string message = absl::StrCat(context_, " failed: ", err.message);
-    const bool fatal = result != SL_ERR_INVALID_ARGUMENT && result != SL_ERR_UNSUPPORTED;
+    // Destroying a Communicator aborts its running ops (backend_comm.h).
+    const bool destroyed = result == SL_ERR_ABORTED && backend_->closed_with_running_ops();
+    if (destroyed) message = DestroyedBeforeFinishing(context_, err.message);
+    const bool fatal = result != SL_ERR_INVALID_ARGUMENT && result != SL_ERR_UNSUPPORTED &&
+                       !destroyed;
     if (fatal && recorder_) {
       if (result == SL_ERR_TIMEOUT) {
         // The op itself ran out of time: say who is where.

@@ -5,18 +5,21 @@
 #include <memory>
 #include <string>
 
+#include "backend_comm.h"
 #include "flight_recorder.h"
 #include "syncline/plugin_abi.h"
 #include "syncline/work.h"
 
 namespace syncline::internal {
 
-// Owns one sl_request_t and frees it on destruction. `context` prefixes every
-// error, e.g. "allreduce #17 (f32 x 1024, sum) on rank 1/4 over gloo".
+// Owns one sl_request_t and frees it on destruction, and holds the plugin
+// communicator it was posted on until then (backend_comm.h), so it may
+// outlive its Communicator. `context` prefixes every error, e.g.
+// "allreduce #17 (f32 x 1024, sum) on rank 1/4 over gloo".
 // Thread safety: as Work (one thread at a time).
 class PluginWork final : public Work {
  public:
-  PluginWork(const sl_backend_v1_t* table, sl_request_t* request, uint64_t seq,
+  PluginWork(std::shared_ptr<BackendComm> backend, sl_request_t* request, uint64_t seq,
              std::string context, std::shared_ptr<FlightRecorder> recorder);
   ~PluginWork() override;
 
@@ -31,7 +34,8 @@ class PluginWork final : public Work {
  private:
   absl::Status Finish(sl_result_t result, const sl_error_t& err);
 
-  const sl_backend_v1_t* table_;
+  const std::shared_ptr<BackendComm> backend_;
+  const sl_backend_v1_t* const table_;
   sl_request_t* request_;
   const uint64_t seq_;
   const std::string context_;

@@ -220,6 +220,67 @@ TEST_P(FaultTest, AbortFailsPendingOpsAndUnblocksWaiters) {
   ExpectAllSucceeded(results);
 }
 
+// A Work may outlive its Communicator (work.h). Rank 0 posts an allreduce
+// that the others never join and destroys its communicator: waiting on the
+// Work then reports, at once, that the communicator was destroyed before the
+// op finished, instead of touching freed memory (which ASan would report).
+// A Work that had completed keeps its result on every rank. A second
+// communicator holds the other ranks back until rank 0 has looked.
+TEST_P(FaultTest, WorkOutlivesItsCommunicator) {
+  const std::string backend = GetParam().backend;
+  RunOptions run;
+  run.timeout = absl::Seconds(120);
+  auto results = RunRanks(
+      GetParam().world_size,
+      [&](int rank, int size) {
+        auto comm = Connect(backend);
+        auto sync = Connect(backend);
+        ASSERT_NE(comm, nullptr);
+        ASSERT_NE(sync, nullptr);
+        std::vector<float> ones(5, 1.0f);
+        auto done = comm->Allreduce(View(ones));
+        ASSERT_TRUE(done.ok()) << done.status();
+        ASSERT_TRUE((*done)->Wait(absl::Seconds(60)).ok());
+        if (rank == 0) {
+          std::vector<float> data(1001, 2.0f);
+          // Without the abort, the waits below would end at this deadline,
+          // with DEADLINE_EXCEEDED. (Gloo's worker thread still runs to it
+          // before the plugin communicator can go, with the last Work.)
+          AllreduceOptions options;
+          options.timeout = absl::Seconds(5);
+          auto running = comm->Allreduce(View(data), options);
+          ASSERT_TRUE(running.ok()) << running.status();
+          EXPECT_FALSE((*running)->Test()) << "the others never joined";
+          // A waiter may be blocked in Wait() while the communicator goes.
+          absl::Status waited;
+          std::thread waiter([&] { waited = (*running)->Wait(absl::Seconds(60)); });
+          comm.reset();
+          waiter.join();
+          EXPECT_EQ(waited.code(), absl::StatusCode::kAborted) << waited;
+          EXPECT_TRUE(absl::StrContains(waited.message(), "allreduce #2")) << waited;
+          EXPECT_TRUE(absl::StrContains(
+              waited.message(), "the communicator was destroyed before this work finished"))
+              << waited;
+          EXPECT_TRUE((*running)->Test());
+          EXPECT_EQ((*running)->status(), waited);
+          EXPECT_EQ((*running)->Wait(absl::Seconds(1)), waited);
+          running->reset();
+        }
+        // The others destroy theirs only now: rank 0's op failed for its own
+        // destruction, not because a peer left.
+        auto barrier = sync->Barrier();
+        ASSERT_TRUE(barrier.ok()) << barrier.status();
+        ASSERT_TRUE((*barrier)->Wait(absl::Seconds(60)).ok());
+        comm.reset();
+        EXPECT_TRUE((*done)->Test());
+        EXPECT_TRUE((*done)->Wait(absl::Seconds(1)).ok()) << (*done)->status();
+        EXPECT_EQ(ones, std::vector<float>(5, static_cast<float>(size)));
+        done->reset();
+      },
+      run);
+  ExpectAllSucceeded(results);
+}
+
 TEST_P(FaultTest, UnsupportedOrInvalidOpsFailWithAClearMessage) {
   const std::string backend = GetParam().backend;
   auto results = RunRanks(GetParam().world_size, [&](int rank, int size) {

@@ -21,7 +21,18 @@
 //    absl::UnavailableError("still running") before.
 //  - Destroying a Work does not cancel the op. The caller's buffers must stay
 //    valid until the op has completed.
-// Thread safety: one Work may be used from one thread at a time.
+//  - A Work may outlive its Communicator, and may be waited on after the
+//    Communicator is destroyed. An op that had completed keeps its status.
+//    An op still running when the Communicator is destroyed is aborted
+//    (as by Communicator::Abort(), so the peers see this rank leave): Wait(),
+//    Test() and status() then report kAborted, "allreduce #7 (...) failed: the
+//    communicator was destroyed before this work finished; wait for every
+//    Work before destroying its Communicator". The backend's resources are
+//    released when the Communicator and all of its Works are gone. Wait for
+//    every Work first to get the op's own result.
+// Thread safety: one Work may be used from one thread at a time; its
+// Communicator may be destroyed on another thread meanwhile (a Wait() there
+// returns at once with the error above).
 //
 // Example:
 //   SL_ASSIGN_OR_RETURN(auto work, comm->Allreduce(View(grad), {}));
