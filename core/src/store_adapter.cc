@@ -51,31 +51,39 @@ sl_store_t MakeCStore(Store* store) {
   return sl_store_t{store, &CSet, &CGet, &CFree, &CAdd};
 }
 
+namespace {
+
+// The one table behind both directions, as plugin_abi.h documents it.
+struct CodePair {
+  sl_result_t result;
+  absl::StatusCode code;
+};
+constexpr CodePair kCodes[] = {
+    {SL_OK, absl::StatusCode::kOk},
+    {SL_ERR_INVALID_ARGUMENT, absl::StatusCode::kInvalidArgument},
+    {SL_ERR_UNSUPPORTED, absl::StatusCode::kUnimplemented},
+    {SL_ERR_TIMEOUT, absl::StatusCode::kDeadlineExceeded},
+    {SL_ERR_PEER, absl::StatusCode::kUnavailable},
+    {SL_ERR_INTERNAL, absl::StatusCode::kInternal},
+    {SL_ERR_ABORTED, absl::StatusCode::kAborted},
+    {SL_ERR_UNAVAILABLE, absl::StatusCode::kResourceExhausted},
+    {SL_ERR_MISMATCH, absl::StatusCode::kFailedPrecondition},
+};
+
+}  // namespace
+
 sl_result_t ToResult(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kOk: return SL_OK;
-    case absl::StatusCode::kInvalidArgument: return SL_ERR_INVALID_ARGUMENT;
-    case absl::StatusCode::kUnimplemented: return SL_ERR_UNSUPPORTED;
-    case absl::StatusCode::kDeadlineExceeded: return SL_ERR_TIMEOUT;
-    case absl::StatusCode::kAborted: return SL_ERR_ABORTED;
-    case absl::StatusCode::kUnavailable: return SL_ERR_PEER;
-    case absl::StatusCode::kFailedPrecondition: return SL_ERR_MISMATCH;
-    default: return SL_ERR_INTERNAL;
+  for (const CodePair& pair : kCodes) {
+    if (pair.code == s.code()) return pair.result;
   }
+  return SL_ERR_INTERNAL;
 }
 
 absl::StatusCode ToStatusCode(sl_result_t r) {
-  switch (r) {
-    case SL_OK: return absl::StatusCode::kOk;
-    case SL_ERR_INVALID_ARGUMENT: return absl::StatusCode::kInvalidArgument;
-    case SL_ERR_UNSUPPORTED: return absl::StatusCode::kUnimplemented;
-    case SL_ERR_TIMEOUT: return absl::StatusCode::kDeadlineExceeded;
-    case SL_ERR_PEER: return absl::StatusCode::kUnavailable;
-    case SL_ERR_ABORTED: return absl::StatusCode::kAborted;
-    case SL_ERR_UNAVAILABLE: return absl::StatusCode::kUnavailable;
-    case SL_ERR_MISMATCH: return absl::StatusCode::kFailedPrecondition;
-    default: return absl::StatusCode::kInternal;
+  for (const CodePair& pair : kCodes) {
+    if (pair.result == r) return pair.code;
   }
+  return absl::StatusCode::kInternal;
 }
 
 }  // namespace syncline::internal

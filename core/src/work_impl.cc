@@ -104,7 +104,7 @@ bool PluginWork::Test() {
 }
 
 absl::Status PluginWork::status() {
-  if (!Test()) return absl::UnavailableError(absl::StrCat(context_, " is still running"));
+  if (!Test()) return StillRunningError(context_);
   return final_;
 }
 

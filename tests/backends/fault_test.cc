@@ -3,11 +3,15 @@
 // or must not run. Each must end in a clear error within the op timeout,
 // never a hang or a wrong answer.
 #include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -45,6 +49,36 @@ absl::Status RunAllreduce(Communicator& comm, std::vector<float>& data,
       work.ok() ? (*work)->Wait(op_timeout + absl::Seconds(60)) : work.status();
   *took = absl::Now() - start;
   return status;
+}
+
+// True once thread `tid` of this process sleeps in the kernel (state S in
+// /proc): a thread whose only call is Wait() is then blocked inside it.
+bool ThreadSleeps(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t name_end = stat.rfind(')');  // the state follows the "(name)" field
+  return name_end != std::string::npos && name_end + 2 < stat.size() &&
+         stat[name_end + 2] == 'S';
+}
+
+// The communicator under test, and a second one whose barrier holds ranks
+// back while the first is examined (the tests' only synchronisation).
+struct CommAndSync {
+  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<Communicator> sync;
+};
+CommAndSync ConnectWithSync(const std::string& backend) {
+  CommAndSync made;
+  made.comm = Connect(backend);
+  made.sync = Connect(backend);
+  return made;
+}
+
+bool Barrier(Communicator& comm) {
+  auto barrier = comm.Barrier();
+  const absl::Status status = barrier.ok() ? (*barrier)->Wait(absl::Seconds(60)) : barrier.status();
+  EXPECT_TRUE(status.ok()) << status;
+  return status.ok();
 }
 
 class FaultTest : public ::testing::TestWithParam<BackendCase> {};
@@ -233,10 +267,8 @@ TEST_P(FaultTest, WorkOutlivesItsCommunicator) {
   auto results = RunRanks(
       GetParam().world_size,
       [&](int rank, int size) {
-        auto comm = Connect(backend);
-        auto sync = Connect(backend);
-        ASSERT_NE(comm, nullptr);
-        ASSERT_NE(sync, nullptr);
+        auto [comm, sync] = ConnectWithSync(backend);
+        ASSERT_TRUE(comm != nullptr && sync != nullptr);
         std::vector<float> ones(5, 1.0f);
         auto done = comm->Allreduce(View(ones));
         ASSERT_TRUE(done.ok()) << done.status();
@@ -251,9 +283,19 @@ TEST_P(FaultTest, WorkOutlivesItsCommunicator) {
           auto running = comm->Allreduce(View(data), options);
           ASSERT_TRUE(running.ok()) << running.status();
           EXPECT_FALSE((*running)->Test()) << "the others never joined";
-          // A waiter may be blocked in Wait() while the communicator goes.
+          // A waiter blocked in Wait() while the communicator goes: before
+          // the fix, it woke up inside the destroyed backend communicator.
           absl::Status waited;
-          std::thread waiter([&] { waited = (*running)->Wait(absl::Seconds(60)); });
+          std::atomic<pid_t> waiter_tid{0};
+          std::atomic<bool> waiter_returned{false};
+          std::thread waiter([&] {
+            waiter_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+            waited = (*running)->Wait(absl::Seconds(60));
+            waiter_returned = true;
+          });
+          while (!waiter_returned && (waiter_tid == 0 || !ThreadSleeps(waiter_tid))) {
+            std::this_thread::yield();
+          }
           comm.reset();
           waiter.join();
           EXPECT_EQ(waited.code(), absl::StatusCode::kAborted) << waited;
@@ -268,14 +310,49 @@ TEST_P(FaultTest, WorkOutlivesItsCommunicator) {
         }
         // The others destroy theirs only now: rank 0's op failed for its own
         // destruction, not because a peer left.
-        auto barrier = sync->Barrier();
-        ASSERT_TRUE(barrier.ok()) << barrier.status();
-        ASSERT_TRUE((*barrier)->Wait(absl::Seconds(60)).ok());
+        ASSERT_TRUE(Barrier(*sync));
         comm.reset();
         EXPECT_TRUE((*done)->Test());
         EXPECT_TRUE((*done)->Wait(absl::Seconds(1)).ok()) << (*done)->status();
         EXPECT_EQ(ones, std::vector<float>(5, static_cast<float>(size)));
         done->reset();
+      },
+      run);
+  ExpectAllSucceeded(results);
+}
+
+// status() tells an op that is still running from one that failed because a
+// peer left: the first is IsStillRunning() (kUnknown), the second kUnavailable.
+// Rank 0 posts an allreduce that the others never join; once rank 0 has
+// looked, the others leave (through a second communicator's barrier).
+TEST_P(FaultTest, StatusTellsARunningOpFromADeadPeer) {
+  const std::string backend = GetParam().backend;
+  RunOptions run;
+  run.timeout = absl::Seconds(120);
+  auto results = RunRanks(
+      GetParam().world_size,
+      [&](int rank, int) {
+        auto [comm, sync] = ConnectWithSync(backend);
+        ASSERT_TRUE(comm != nullptr && sync != nullptr);
+        std::vector<float> data(1001, 1.0f);
+        absl::StatusOr<std::unique_ptr<Work>> running;
+        if (rank == 0) {
+          AllreduceOptions options;
+          options.timeout = absl::Seconds(60);  // the peers leave long before
+          running = comm->Allreduce(View(data), options);
+          ASSERT_TRUE(running.ok()) << running.status();
+          const absl::Status status = (*running)->status();
+          EXPECT_TRUE(IsStillRunning(status)) << status;
+          EXPECT_NE(status.code(), absl::StatusCode::kUnavailable) << status;
+          EXPECT_TRUE(absl::StrContains(status.message(), "allreduce #1")) << status;
+          EXPECT_TRUE(absl::StrContains(status.message(), "is still running")) << status;
+        }
+        ASSERT_TRUE(Barrier(*sync));
+        if (rank != 0) return;  // leaves: its communicators close their links
+        const absl::Status failed = (*running)->Wait(absl::Seconds(90));
+        EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable) << failed;
+        EXPECT_FALSE(IsStillRunning(failed)) << failed;
+        EXPECT_EQ((*running)->status(), failed);
       },
       run);
   ExpectAllSucceeded(results);

@@ -47,17 +47,25 @@ extern "C" {
 #define SL_PLUGIN_EXPORT
 #endif
 
-/* Result codes. They map one to one onto absl::StatusCode in the core. */
+/* Result codes. The core maps them one to one onto absl::StatusCode, as
+ * each comment ends ("-> absl kX"), and back; a value outside this enum
+ * (from a newer plugin) reads as kInternal, and a status code not listed
+ * here becomes SL_ERR_INTERNAL. No code maps to kUnknown: that is what
+ * Work::status() returns while an op is still running (work.h). */
 typedef enum sl_result {
-  SL_OK = 0,
-  SL_ERR_INVALID_ARGUMENT = 1, /* bad input from the caller */
-  SL_ERR_UNSUPPORTED = 2,      /* a dtype/op/device pairing the plugin lacks */
-  SL_ERR_TIMEOUT = 3,          /* deadline passed (op or wait) */
-  SL_ERR_PEER = 4,             /* a peer died, closed its connection or erred */
-  SL_ERR_INTERNAL = 5,         /* a bug or transport failure */
-  SL_ERR_ABORTED = 6,          /* the communicator was aborted */
-  SL_ERR_UNAVAILABLE = 7,      /* a resource is missing (no GPU, no device) */
-  SL_ERR_MISMATCH = 8          /* ranks disagree about an op (desync) */
+  SL_OK = 0,                   /* -> absl kOk */
+  SL_ERR_INVALID_ARGUMENT = 1, /* bad input from the caller -> absl kInvalidArgument */
+  SL_ERR_UNSUPPORTED = 2,      /* a dtype/op/device pairing the plugin lacks
+                                  -> absl kUnimplemented */
+  SL_ERR_TIMEOUT = 3,          /* deadline passed (op or wait) -> absl kDeadlineExceeded */
+  SL_ERR_PEER = 4,             /* a peer died, closed its connection or erred
+                                  -> absl kUnavailable */
+  SL_ERR_INTERNAL = 5,         /* a bug or transport failure -> absl kInternal */
+  SL_ERR_ABORTED = 6,          /* the communicator was aborted -> absl kAborted */
+  SL_ERR_UNAVAILABLE = 7,      /* a resource is missing or exhausted (no GPU, no
+                                  device, out of memory) -> absl kResourceExhausted */
+  SL_ERR_MISMATCH = 8          /* ranks disagree about an op (desync)
+                                  -> absl kFailedPrecondition */
 } sl_result_t;
 
 /* Error detail filled by a failing call. Always NUL-terminated. */

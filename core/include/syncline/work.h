@@ -17,8 +17,11 @@
 //    runs on CUDA streams (nccl); on every other backend it is Wait() with no
 //    timeout, so callers can use it uniformly.
 //  - Test() never blocks; true when the op has completed (successfully or not).
-//  - status() is the op's final status once Test() is true, and
-//    absl::UnavailableError("still running") before.
+//  - status() is the op's final status once Test() is true, and before that
+//    absl::UnknownError("allreduce #7 (...) is still running"): kUnknown is
+//    never the status of an op that ended (IsStillRunning() below), while a
+//    dead peer is kUnavailable. How a backend's results map onto codes:
+//    plugin_abi.h, sl_result_t.
 //  - Destroying a Work does not cancel the op. The caller's buffers must stay
 //    valid until the op has completed.
 //  - A Work may outlive its Communicator, and may be waited on after the
@@ -45,6 +48,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 // The libraries are built with hidden visibility; this header is the API.
@@ -87,7 +92,7 @@ class Work {
   // True once the op has completed. Never blocks.
   virtual bool Test() = 0;
 
-  // The final status after completion; UnavailableError while running.
+  // The final status after completion; StillRunningError() while running.
   virtual absl::Status status() = 0;
 
   // Sequence number of the op on its communicator (1 for the first op).
@@ -96,6 +101,20 @@ class Work {
   // Human-readable description, e.g. "allreduce #17 (f32 x 1024, sum)".
   virtual std::string Describe() const = 0;
 };
+
+// StillRunningError() / IsStillRunning()
+//
+// What Work::status() returns for an op that has not ended, and the test for
+// it. A Work implementation returns StillRunningError(Describe()).
+//
+// Example:
+//   absl::Status s = work->status();
+//   if (syncline::IsStillRunning(s)) { /* come back later */ }
+//   else if (!s.ok()) { /* the op failed: s says how */ }
+inline absl::Status StillRunningError(absl::string_view op) {
+  return absl::UnknownError(absl::StrCat(op, " is still running"));
+}
+inline bool IsStillRunning(const absl::Status& status) { return absl::IsUnknown(status); }
 
 }  // namespace syncline
 

@@ -86,7 +86,8 @@ TEST(NcclPlugin, NoDeviceFailsAtOnceWithTheReason) {
   auto comm = Create("nccl", Device::Cuda(0));
   ASSERT_FALSE(comm.ok());
   EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "must not wait for the timeout";
-  EXPECT_EQ(comm.status().code(), absl::StatusCode::kUnavailable) << comm.status();
+  // SL_ERR_UNAVAILABLE (a missing resource), not a dead peer (kUnavailable).
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kResourceExhausted) << comm.status();
   EXPECT_THAT(std::string(comm.status().message()),
               AllOf(HasSubstr("nccl"), HasSubstr(kNoDevice), HasSubstr(kCpuHint)));
 }
