@@ -10,7 +10,8 @@
 #                   `pkg-config --cflags --libs syncline-core` alone
 #   pkg-config-ddp  a DDP program compiled and linked with
 #                   `pkg-config --cflags --libs syncline-ddp` alone
-#   doctor          syncline-doctor reports the moved plugin folder
+#   doctor          syncline-doctor reports the moved plugin folder, after
+#                   SYNCLINE_PLUGIN_PATH when that is set
 # Every check of the plugin search path compares it whole with the moved
 # tree's lib and lib/syncline: a path fixed at configure or install time
 # (a stale /usr/local/lib/syncline, the original prefix) fails it.
@@ -105,17 +106,25 @@ pkg-config-ddp)
   done
   ;;
 doctor)
-  report=$("$prefix/bin/syncline-doctor" --json) || { echo "$report"; echo "FAILED: syncline-doctor"; exit 1; }
-  python3 - "$expected_path" "$report" <<'PY' || exit 1
-import json, sys
-expected, report = sys.argv[1], json.loads(sys.argv[2])
-print("syncline-doctor plugin_path:", report["plugin_path"])
-if report["plugin_path"] != expected:
-    sys.exit("FAILED: syncline-doctor's plugin search path is not the moved tree's: " + expected)
-gloo = [b for b in report["backends"] if b["name"] == "gloo"]
-if not gloo or not gloo[0]["loaded"]:
-    sys.exit("FAILED: syncline-doctor did not load gloo from the moved tree: %s" % gloo)
-PY
+  # `$@`: environment assignments for the doctor.
+  doctor_json() {
+    env "$@" "$prefix/bin/syncline-doctor" --json ||
+      { echo "FAILED: syncline-doctor $*" >&2; exit 1; }
+  }
+  # `$1`: a Python expression of the report `d` read from stdin.
+  field() { python3 -c "import json, sys; d = json.load(sys.stdin); print($1)"; }
+  report=$(doctor_json)
+  path=$(field 'd["plugin_path"]' <<< "$report")
+  echo "syncline-doctor plugin_path: $path"
+  [ "$path" = "$expected_path" ] ||
+    { echo "FAILED: syncline-doctor's plugin search path is not the moved tree's: $expected_path"; exit 1; }
+  gloo=$(field '[b["loaded"] for b in d["backends"] if b["name"] == "gloo"]' <<< "$report")
+  [ "$gloo" = "[True]" ] || { echo "FAILED: syncline-doctor did not load gloo from the moved tree"; exit 1; }
+  # SYNCLINE_PLUGIN_PATH still comes first.
+  mkdir "$work/extra plugins"
+  path=$(doctor_json SYNCLINE_PLUGIN_PATH="$work/extra plugins" | field 'd["plugin_path"]')
+  [ "$path" = "$work/extra plugins:$expected_path" ] ||
+    { echo "FAILED: with SYNCLINE_PLUGIN_PATH, the plugin search path is $path"; exit 1; }
   ;;
 *)
   echo "usage: install_test.sh <source dir> <build dir> cmake|pkg-config|pkg-config-ddp|doctor"
