@@ -34,3 +34,18 @@ function(syncline_add_backend)
   target_link_libraries(${target} PRIVATE syncline::abi ${B_LIBS})
   install(TARGETS ${target} LIBRARY DESTINATION ${SYNCLINE_PLUGIN_INSTALL_DIR})
 endfunction()
+
+# syncline_standard_cxx17(target)
+#
+# Makes a compiler extension or a later standard's feature (a C++20
+# designated initializer, say) an error in `target`, for code that readers
+# copy (the examples): it must stay valid C++17, as the project is.
+include(CheckCXXCompilerFlag)
+check_cxx_compiler_flag(-Werror=c++20-extensions SYNCLINE_HAVE_WERROR_CXX20_EXTENSIONS)
+function(syncline_standard_cxx17 target)
+  target_compile_options(${target} PRIVATE -Wpedantic -Werror=pedantic)
+  if(SYNCLINE_HAVE_WERROR_CXX20_EXTENSIONS)
+    # GCC 12 files designated initializers under this flag, not -Wpedantic's.
+    target_compile_options(${target} PRIVATE -Werror=c++20-extensions)
+  endif()
+endfunction()

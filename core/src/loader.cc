@@ -22,8 +22,12 @@
 #include "syncline/log.h"
 #include "syncline/status.h"
 
-#ifndef SYNCLINE_INSTALL_PLUGIN_DIR
-#define SYNCLINE_INSTALL_PLUGIN_DIR "/usr/local/lib/syncline"
+// The install folder of the plugins, relative to the folder that holds
+// libsyncline (lib/syncline beside lib/libsyncline.so): found from where the
+// library is at run time, never from a prefix fixed at configure time, so an
+// installed tree still works after it is moved or unpacked elsewhere.
+#ifndef SYNCLINE_PLUGIN_DIR_FROM_CORE
+#define SYNCLINE_PLUGIN_DIR_FROM_CORE "syncline"
 #endif
 
 namespace syncline::internal {
@@ -119,10 +123,11 @@ std::vector<std::string> PluginSearchPath() {
        absl::StrSplit(EnvString("SYNCLINE_PLUGIN_PATH"), ':', absl::SkipEmpty())) {
     add(std::string(d));
   }
+  // The build tree keeps plugins beside libsyncline; an installed tree keeps
+  // them in the plugin folder below it.
   std::string core = CoreFolder();
   add(core);
-  if (!core.empty()) add(core + "/syncline");
-  add(SYNCLINE_INSTALL_PLUGIN_DIR);
+  if (!core.empty()) add(absl::StrCat(core, "/", SYNCLINE_PLUGIN_DIR_FROM_CORE));
   return dirs;
 }
 

@@ -1,7 +1,9 @@
 // loader.h: finding and opening plugin libraries.
 //
 // Search order: SYNCLINE_PLUGIN_PATH (colon-separated), the folder that holds
-// libsyncline itself (dladdr), then the install folder. Libraries stay loaded
+// libsyncline itself (dladdr), then the install folder of the plugins, taken
+// relative to that folder (lib/syncline), so a moved install still finds its
+// own plugins and never a stale configure-time prefix. Libraries stay loaded
 // for the life of the process (their threads may outlive any one
 // communicator), so handles live in a process-wide registry.
 // Thread safety: all functions may be called from any thread.

@@ -10,3 +10,4 @@ install(TARGETS syncline-allreduce-example RUNTIME DESTINATION ${CMAKE_INSTALL_B
 # visibility would give this executable its own copies (see syncline_run.cmake).
 set_target_properties(syncline-allreduce-example PROPERTIES
   CXX_VISIBILITY_PRESET default VISIBILITY_INLINES_HIDDEN OFF)
+syncline_standard_cxx17(syncline-allreduce-example)

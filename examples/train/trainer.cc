@@ -97,9 +97,10 @@ absl::Status Trainer::Init() {
   // Local checks, then one exchange: every rank fails with the same reason.
   SL_RETURN_IF_ERROR(ddp::AgreeOnStatus(comm_.get(), LoadAndCheckData(), {}));
   if (!c_.checkpoint_dir.empty()) {
-    SL_ASSIGN_OR_RETURN(checkpointer_, ddp::Checkpointer::Create(
-                                           comm_, {.dir = c_.checkpoint_dir,
-                                                   .keep_last = c_.keep_checkpoints}));
+    ddp::CheckpointOptions checkpoint_options;
+    checkpoint_options.dir = c_.checkpoint_dir;
+    checkpoint_options.keep_last = c_.keep_checkpoints;
+    SL_ASSIGN_OR_RETURN(checkpointer_, ddp::Checkpointer::Create(comm_, checkpoint_options));
   }
 
   at::manual_seed(ddp::ModelInitSeed(c_.seed));  // same init on every rank
@@ -121,12 +122,14 @@ absl::Status Trainer::Init() {
 absl::Status Trainer::LoadAndCheckData() {
   SL_ASSIGN_OR_RETURN(Digits all, LoadDigits(c_.data));
   std::tie(train_, val_) = SplitDigits(all, 0.8, kSplitSeed);
+  ddp::DistributedSamplerOptions sampler_options;
+  sampler_options.dataset_size = train_.size();
+  sampler_options.num_replicas = comm_->size();
+  sampler_options.rank = comm_->rank();
+  sampler_options.shuffle = true;
+  sampler_options.seed = c_.seed;
   SL_ASSIGN_OR_RETURN(ddp::DistributedSampler sampler,
-                      ddp::DistributedSampler::Create({.dataset_size = train_.size(),
-                                                       .num_replicas = comm_->size(),
-                                                       .rank = comm_->rank(),
-                                                       .shuffle = true,
-                                                       .seed = c_.seed}));
+                      ddp::DistributedSampler::Create(sampler_options));
   const int64_t per_step = c_.batch_size * c_.accum_steps;
   if (per_step > sampler.num_samples()) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -1,45 +1,134 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix, builds tests/install/downstream
-# against it with find_package(Syncline), runs it on 2 ranks with the
-# installed launcher, and checks that the installed plugins are found without
-# SYNCLINE_PLUGIN_PATH or LD_LIBRARY_PATH. Also checks the pkg-config file.
-# Usage: install_test.sh <source dir> <build dir>
+# Installs the build into a temporary prefix whose name has a space and
+# punctuation in it (no comma: GCC's -Wl,-rpath,<dir> would split there), then MOVES the installed tree to another such folder
+# (nothing is left at the prefix it was installed to), and checks that the
+# moved tree works on its own, without SYNCLINE_PLUGIN_PATH:
+#   cmake           a downstream project (tests/install/downstream) found with
+#                   find_package, run on 2 ranks with the installed launcher;
+#                   plus shared-library hygiene (SONAMEs, exported symbols)
+#   pkg-config      the same program compiled and linked with
+#                   `pkg-config --cflags --libs syncline-core` alone
+#   pkg-config-ddp  a DDP program compiled and linked with
+#                   `pkg-config --cflags --libs syncline-ddp` alone
+#   doctor          syncline-doctor reports the moved plugin folder, after
+#                   SYNCLINE_PLUGIN_PATH when that is set
+# Every check of the plugin search path compares it whole with the moved
+# tree's lib and lib/syncline: a path fixed at configure or install time
+# (a stale /usr/local/lib/syncline, the original prefix) fails it.
+# Usage: install_test.sh <source dir> <build dir> <check>
 set -euo pipefail
 src=$1
 build=$2
-work=$(mktemp -d /tmp/syncline-install-XXXXXX)
+check=$3
+work=$(mktemp -d "${TMPDIR:-/tmp}/syncline install XXXXXX")
 trap 'rm -rf "$work"' EXIT
-prefix=$work/prefix
-cmake --install "$build" --prefix "$prefix" > "$work/install.log"
-test -f "$prefix/lib/cmake/Syncline/SynclineConfig.cmake" || { echo "FAILED: no package config"; exit 1; }
-ls "$prefix"/lib/syncline/libsyncline-backend-gloo.so > /dev/null || { echo "FAILED: gloo plugin not installed"; exit 1; }
-cmake -S "$src/tests/install/downstream" -B "$work/build" -G Ninja \
-  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" ||
-  { cat "$work/configure.log"; echo "FAILED: downstream configure"; exit 1; }
-cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; echo "FAILED: downstream build"; exit 1; }
-out=$(env -u SYNCLINE_PLUGIN_PATH -u LD_LIBRARY_PATH \
-      "$prefix/bin/syncline-run" -n 2 -- "$work/build/downstream" 2>&1) || {
-  echo "$out"; echo "FAILED: downstream run"; exit 1; }
-echo "$out"
-grep -q "downstream rank 0/2 over gloo: OK; plugin search path starts at $prefix/lib" <<< "$out" ||
-  { echo "FAILED: the installed plugins were not the ones found"; exit 1; }
-flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs syncline-core)
-grep -q -- "-lsyncline" <<< "$flags" ||
-  { echo "FAILED: pkg-config syncline-core"; exit 1; }
-# Shared-library hygiene: versioned SONAMEs, and none of the static or private
-# dependencies (spdlog, fmt, absl, gloo) exported. (libtorch marks its own
-# classes visible, so their inline members may appear in libsyncline_ddp.)
-for lib in libsyncline.so libsyncline_ddp.so; do
-  [ -f "$prefix/lib/$lib" ] || continue
-  # Capture first: with pipefail, `grep -q` closing the pipe early would
-  # fail the producer with SIGPIPE.
-  dynamic=$(readelf -d "$prefix/lib/$lib")
-  grep -q "SONAME.*$lib\.0" <<< "$dynamic" || { echo "FAILED: $lib has no versioned SONAME"; exit 1; }
-  leaked=$(nm -D --defined-only "$prefix/lib/$lib" | c++filt | cut -d' ' -f3- |
-           grep -E "^(spdlog|fmt|absl|gloo)::" | head -3 || true)
-  [ -z "$leaked" ] || { echo "FAILED: $lib exports its dependencies' symbols: $leaked"; exit 1; }
-done
-exported=$(nm -D --defined-only "$prefix/lib/libsyncline.so" | c++filt)
-grep -q "syncline::Communicator::Create" <<< "$exported" ||
-  { echo "FAILED: libsyncline.so does not export syncline::Communicator::Create"; exit 1; }
-echo "PASSED: installed package used by a downstream project"
+installed="$work/installed here"
+cmake --install "$build" --prefix "$installed" > "$work/install.log"
+mkdir "$work/moved elsewhere+1"
+mv "$installed" "$work/moved elsewhere+1/tree"
+prefix=$(realpath "$work/moved elsewhere+1/tree")
+expected_path="$prefix/lib:$prefix/lib/syncline"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+unset SYNCLINE_PLUGIN_PATH LD_LIBRARY_PATH
+
+# Runs `$@` on 2 ranks with the moved tree's launcher and checks that both
+# ranks reduced correctly over gloo, searching for plugins in the moved tree
+# only.
+run_downstream() {
+  local out
+  out=$("$prefix/bin/syncline-run" -n 2 -- "$@" 2>&1) || {
+    echo "$out"; echo "FAILED: downstream run of $1"; exit 1; }
+  echo "$out"
+  for rank in 0 1; do
+    # The launcher prefixes each line with its rank.
+    grep -qxF "[rank $rank] downstream rank $rank/2 over gloo: OK; plugin search path $expected_path" \
+      <<< "$out" || {
+      echo "FAILED: rank $rank did not reduce over the moved tree's plugins (search path" \
+           "expected: $expected_path)"
+      exit 1; }
+  done
+}
+
+# Compiles and links `$2` into `$3` with pkg-config's flags for `$1` alone.
+# pkg-config escapes the spaces in the moved prefix with backslashes, as a
+# Makefile's shell expects, so the command line goes through eval.
+compile_with_pkg_config() {
+  local flags
+  flags=$(pkg-config --cflags --libs "$1") || { echo "FAILED: pkg-config $1"; exit 1; }
+  echo "pkg-config --cflags --libs $1: $flags"
+  eval "c++ -std=c++17 -o \"\$3\" \"\$2\" $flags" > "$work/compile.log" 2>&1 || {
+    cat "$work/compile.log"; echo "FAILED: compiling $2 with pkg-config $1 alone"; exit 1; }
+}
+
+case $check in
+cmake)
+  test -f "$prefix/lib/cmake/Syncline/SynclineConfig.cmake" || { echo "FAILED: no package config"; exit 1; }
+  ls "$prefix"/lib/syncline/libsyncline-backend-gloo.so > /dev/null || { echo "FAILED: gloo plugin not installed"; exit 1; }
+  cmake -S "$src/tests/install/downstream" -B "$work/build" -G Ninja \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" ||
+    { cat "$work/configure.log"; echo "FAILED: downstream configure"; exit 1; }
+  cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; echo "FAILED: downstream build"; exit 1; }
+  run_downstream "$work/build/downstream"
+  # Shared-library hygiene: versioned SONAMEs, and none of the static or private
+  # dependencies (spdlog, fmt, absl, gloo) exported. (libtorch marks its own
+  # classes visible, so their inline members may appear in libsyncline_ddp.)
+  for lib in libsyncline.so libsyncline_ddp.so; do
+    [ -f "$prefix/lib/$lib" ] || continue
+    # Capture first: with pipefail, `grep -q` closing the pipe early would
+    # fail the producer with SIGPIPE.
+    dynamic=$(readelf -d "$prefix/lib/$lib")
+    grep -q "SONAME.*$lib\.0" <<< "$dynamic" || { echo "FAILED: $lib has no versioned SONAME"; exit 1; }
+    leaked=$(nm -D --defined-only "$prefix/lib/$lib" | c++filt | cut -d' ' -f3- |
+             grep -E "^(spdlog|fmt|absl|gloo)::" | head -3 || true)
+    [ -z "$leaked" ] || { echo "FAILED: $lib exports its dependencies' symbols: $leaked"; exit 1; }
+  done
+  exported=$(nm -D --defined-only "$prefix/lib/libsyncline.so" | c++filt)
+  grep -q "syncline::Communicator::Create" <<< "$exported" ||
+    { echo "FAILED: libsyncline.so does not export syncline::Communicator::Create"; exit 1; }
+  ;;
+pkg-config)
+  compile_with_pkg_config syncline-core "$src/tests/install/downstream/main.cc" "$work/downstream"
+  # pkg-config gives no RPATH: the program finds libsyncline as such programs
+  # do, and the plugins from libsyncline's own folder.
+  LD_LIBRARY_PATH="$prefix/lib" run_downstream "$work/downstream"
+  plugindir=$(pkg-config --variable=plugindir syncline-core)
+  eval "test -f $plugindir/libsyncline-backend-gloo.so" ||
+    { echo "FAILED: pkg-config's plugindir ($plugindir) has no gloo plugin"; exit 1; }
+  ;;
+pkg-config-ddp)
+  compile_with_pkg_config syncline-ddp "$src/tests/install/downstream/ddp_main.cc" "$work/downstream_ddp"
+  out=$(LD_LIBRARY_PATH="$prefix/lib" "$prefix/bin/syncline-run" -n 2 -- "$work/downstream_ddp" 2>&1) || {
+    echo "$out"; echo "FAILED: downstream DDP run"; exit 1; }
+  echo "$out"
+  for rank in 0 1; do
+    grep -q "^\[rank $rank\] downstream ddp rank $rank/2: OK" <<< "$out" ||
+      { echo "FAILED: rank $rank of the DDP program"; exit 1; }
+  done
+  ;;
+doctor)
+  # `$@`: environment assignments for the doctor.
+  doctor_json() {
+    env "$@" "$prefix/bin/syncline-doctor" --json ||
+      { echo "FAILED: syncline-doctor $*" >&2; exit 1; }
+  }
+  # `$1`: a Python expression of the report `d` read from stdin.
+  field() { python3 -c "import json, sys; d = json.load(sys.stdin); print($1)"; }
+  report=$(doctor_json)
+  path=$(field 'd["plugin_path"]' <<< "$report")
+  echo "syncline-doctor plugin_path: $path"
+  [ "$path" = "$expected_path" ] ||
+    { echo "FAILED: syncline-doctor's plugin search path is not the moved tree's: $expected_path"; exit 1; }
+  gloo=$(field '[b["loaded"] for b in d["backends"] if b["name"] == "gloo"]' <<< "$report")
+  [ "$gloo" = "[True]" ] || { echo "FAILED: syncline-doctor did not load gloo from the moved tree"; exit 1; }
+  # SYNCLINE_PLUGIN_PATH still comes first.
+  mkdir "$work/extra plugins"
+  path=$(doctor_json SYNCLINE_PLUGIN_PATH="$work/extra plugins" | field 'd["plugin_path"]')
+  [ "$path" = "$work/extra plugins:$expected_path" ] ||
+    { echo "FAILED: with SYNCLINE_PLUGIN_PATH, the plugin search path is $path"; exit 1; }
+  ;;
+*)
+  echo "usage: install_test.sh <source dir> <build dir> cmake|pkg-config|pkg-config-ddp|doctor"
+  exit 2
+  ;;
+esac
+echo "PASSED: $check, from an installed tree moved to $prefix"

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "syncline/communicator.h"
 #include "syncline/diagnostics.h"
 
@@ -20,8 +21,8 @@ int main() {
   }
   const int n = (*comm)->size();
   const bool ok = x[0] == n * (n + 1) / 2;
-  std::printf("downstream rank %d/%d over %s: %s; plugin search path starts at %s\n",
-              (*comm)->rank(), n, (*comm)->backend_name().c_str(), ok ? "OK" : "WRONG",
-              syncline::PluginSearchPaths().front().c_str());
+  std::printf("downstream rank %d/%d over %s: %s; plugin search path %s\n", (*comm)->rank(),
+              n, (*comm)->backend_name().c_str(), ok ? "OK" : "WRONG",
+              absl::StrJoin(syncline::PluginSearchPaths(), ":").c_str());
   return ok ? 0 : 1;
 }

@@ -25,13 +25,20 @@
 // Threading: call from the training thread, on every rank in the same order.
 //
 // Example:
-//   SL_ASSIGN_OR_RETURN(auto ckpt, Checkpointer::Create(comm, {.dir = "ck"}));
-//   CheckpointTargets targets{.model = model.ptr().get(), .optimizer = &opt};
+//   CheckpointOptions options;
+//   options.dir = "ck";
+//   SL_ASSIGN_OR_RETURN(auto ckpt, Checkpointer::Create(comm, options));
+//   CheckpointTargets targets;
+//   targets.model = model.ptr().get();
+//   targets.optimizer = &opt;
 //   auto loaded = ckpt->LoadLatest(targets);
 //   if (loaded.ok()) sampler.Restore(loaded->progress.sampler);
 //   ...
-//   SL_RETURN_IF_ERROR(ckpt->Save(targets, {.epoch = e, .step = s,
-//                                           .sampler = sampler.State()}));
+//   TrainingProgress progress;
+//   progress.epoch = e;
+//   progress.step = s;
+//   progress.sampler = sampler.State();
+//   SL_RETURN_IF_ERROR(ckpt->Save(targets, progress));
 #ifndef SYNCLINE_DDP_CHECKPOINT_H_
 #define SYNCLINE_DDP_CHECKPOINT_H_
 

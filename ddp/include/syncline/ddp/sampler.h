@@ -17,8 +17,12 @@
 // Thread safety: none; one sampler per training loop.
 //
 // Example:
-//   SL_ASSIGN_OR_RETURN(auto sampler, DistributedSampler::Create(
-//       {.dataset_size = n, .num_replicas = world, .rank = rank, .seed = 42}));
+//   DistributedSamplerOptions options;
+//   options.dataset_size = n;
+//   options.num_replicas = world;
+//   options.rank = rank;
+//   options.seed = 42;
+//   SL_ASSIGN_OR_RETURN(auto sampler, DistributedSampler::Create(options));
 //   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
 //     sampler.SetEpoch(epoch);          // forget this and you get a warning
 //     for (auto batch = sampler.NextBatch(32); !batch.empty();
