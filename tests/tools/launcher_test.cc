@@ -2,6 +2,8 @@
 // environment each rank gets, output forwarding, failure detection and the
 // root-cause summary, signal forwarding and restarts. The launcher runs as a
 // real process through RunCommand; the oracle is what each worker printed.
+#include <unistd.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -115,6 +117,52 @@ TEST(LauncherTest, PortInUseIsAClearError) {
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat("127.0.0.1:", port)));
   EXPECT_THAT(r.output, HasSubstr("in use"));
   EXPECT_THAT(r.output, Not(HasSubstr("should-not-run")));
+}
+
+// The token every rank of a -n 2 job saw, "" (with a test failure) when the
+// ranks disagree or one did not print it.
+std::string TokenOfJob(const std::string& env) {
+  CommandResult r = RunLauncher("-n 2", "echo \"token=$SYNCLINE_STORE_TOKEN\"", env);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> t0 = LinesWithPrefix(r.output, "[rank 0] token=");
+  std::vector<std::string> t1 = LinesWithPrefix(r.output, "[rank 1] token=");
+  EXPECT_EQ(t0.size(), 1u) << r.output;
+  EXPECT_EQ(t1.size(), 1u) << r.output;
+  if (t0.size() != 1 || t1.size() != 1 || t0[0] != t1[0]) {
+    ADD_FAILURE() << "the ranks saw different tokens:\n" << r.output;
+    return "";
+  }
+  if (!t0[0].empty()) {
+    EXPECT_THAT(LinesWithPrefix(r.output, "syncline-run: "),
+                ::testing::Each(Not(HasSubstr(t0[0]))))
+        << "the launcher printed the secret";
+  }
+  return t0[0];
+}
+
+TEST(LauncherTest, DrawsAFreshStoreTokenForEachSingleNodeJob) {
+  std::string first = TokenOfJob("OMP_NUM_THREADS=1 env -u SYNCLINE_STORE_TOKEN");
+  std::string second = TokenOfJob("OMP_NUM_THREADS=1 env -u SYNCLINE_STORE_TOKEN");
+  // 256 bits as hex.
+  EXPECT_EQ(first.size(), 64u) << first;
+  EXPECT_EQ(first.find_first_not_of("0123456789abcdef"), std::string::npos) << first;
+  EXPECT_NE(first, second) << "two jobs got the same token";
+  // A token the user set is the one the workers get.
+  EXPECT_EQ(TokenOfJob("OMP_NUM_THREADS=1 SYNCLINE_STORE_TOKEN=chosen-by-user"),
+            "chosen-by-user");
+}
+
+TEST(LauncherTest, MultiNodeJobWithoutAStoreTokenIsRefused) {
+  for (const char* node : {"--node-rank 0", "--node-rank 1 --master-port 29999"}) {
+    CommandResult r = RunCommand(absl::StrCat("env -u SYNCLINE_STORE_TOKEN ", Launcher(),
+                                              " -n 1 --nnodes 2 ", node,
+                                              " -- echo should-not-run"));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("needs SYNCLINE_STORE_TOKEN"));
+    EXPECT_THAT(r.output, HasSubstr("export SYNCLINE_STORE_TOKEN="));
+    EXPECT_THAT(r.output, HasSubstr("on every node"));
+    EXPECT_THAT(r.output, Not(HasSubstr("should-not-run")));
+  }
 }
 
 TEST(LauncherTest, HelpEnvPrintsTheOptionTable) {
@@ -263,10 +311,11 @@ TEST(LauncherTest, TwoNodesShareOneWorld) {
   ASSERT_GT(port, 0);
   std::string worker = ShellQuote(
       "echo \"RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK "
-      "GROUP_RANK=$GROUP_RANK MASTER_PORT=$MASTER_PORT\"");
+      "GROUP_RANK=$GROUP_RANK MASTER_PORT=$MASTER_PORT TOKEN=$SYNCLINE_STORE_TOKEN\"");
   auto node = [&](int rank) {
-    return absl::StrCat("OMP_NUM_THREADS=1 ", Launcher(), " -n 2 --nnodes 2 --node-rank ",
-                        rank, " --master-port ", port, " -- sh -c ", worker);
+    return absl::StrCat(TokenEnv(), "OMP_NUM_THREADS=1 ", Launcher(),
+                        " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port,
+                        " -- sh -c ", worker);
   };
   CommandResult r = RunCommand(absl::StrCat(node(0), " & ", node(1),
                                             "; s1=$?; wait $!; s0=$?; "
@@ -276,7 +325,8 @@ TEST(LauncherTest, TwoNodesShareOneWorld) {
     EXPECT_THAT(r.output,
                 HasSubstr(absl::StrCat("[rank ", rank, "] RANK=", rank,
                                        " WORLD_SIZE=4 LOCAL_RANK=", rank % 2,
-                                       " GROUP_RANK=", rank / 2, " MASTER_PORT=", port)));
+                                       " GROUP_RANK=", rank / 2, " MASTER_PORT=", port,
+                                       " TOKEN=test-secret-", getpid())));
   }
 }
 
@@ -286,8 +336,9 @@ CommandResult RunTwoNodes(const std::string& flags, const std::string& worker) {
   int port = PickFreePort();
   EXPECT_GT(port, 0);
   auto node = [&](int rank) {
-    return absl::StrCat("OMP_NUM_THREADS=1 ", Launcher(), " -n 2 --nnodes 2 --node-rank ",
-                        rank, " --master-port ", port, " ", flags, " -- ", worker);
+    return absl::StrCat(TokenEnv(), "OMP_NUM_THREADS=1 ", Launcher(),
+                        " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port, " ",
+                        flags, " -- ", worker);
   };
   return RunCommand(absl::StrCat(node(0), " & ", node(1),
                                  "; s1=$?; wait $!; s0=$?; "
@@ -312,8 +363,9 @@ TEST(LauncherTest, NodeThatCannotStartItsProgramStopsTheOthers) {
   int port = PickFreePort();
   ASSERT_GT(port, 0);
   auto node = [&](int rank, const std::string& program) {
-    return absl::StrCat("OMP_NUM_THREADS=1 ", Launcher(), " -n 2 --nnodes 2 --node-rank ",
-                        rank, " --master-port ", port, " -- ", program);
+    return absl::StrCat(TokenEnv(), "OMP_NUM_THREADS=1 ", Launcher(),
+                        " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port,
+                        " -- ", program);
   };
   CommandResult r =
       RunCommand(absl::StrCat(node(0, "sleep 60"), " & ", node(1, "/nonexistent/program"),

@@ -10,10 +10,18 @@
 // launchers of all nodes keep in step through that store (node_group.h): a
 // failure on one node stops every node, and restarts begin together.
 //
+// The store demands a token (SYNCLINE_STORE_TOKEN), which the workers get in
+// their environment. On one node, when none is set, the launcher draws a
+// random one (256 bits) per job, so no other process on the machine can
+// join the job or read its keys. A multi-node job must set the same token on
+// every node; without one the launcher refuses to start (exit status 2) and
+// says how to make one.
+//
 // Exit status: 0 when every worker of the last generation exited 0; the root
 // cause's exit code (or 128 + signal) after a failure; 128 + signal when the
-// launcher itself was interrupted; 1 when the store cannot be hosted; 127
-// when the program cannot be started.
+// launcher itself was interrupted; 1 when the store cannot be hosted; 2 for
+// bad options (or a multi-node job without a store token); 127 when the
+// program cannot be started.
 //
 // Example:
 //   LaunchOptions o;

@@ -44,11 +44,12 @@ std::optional<NodeFailure> Decode(absl::string_view value) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NodeGroup>> NodeGroup::Join(
-    const std::string& master_addr, int port, int node_rank, int nnodes,
-    absl::Duration connect_timeout) {
+    const std::string& master_addr, int port, const std::string& token, int node_rank,
+    int nnodes, absl::Duration connect_timeout) {
   TcpStoreClientOptions options;
   options.host = master_addr;
   options.port = port;
+  options.token = token;
   options.connect_timeout = connect_timeout;
   absl::StatusOr<std::shared_ptr<Store>> store = ConnectTcpStore(options);
   if (!store.ok()) return store.status();
