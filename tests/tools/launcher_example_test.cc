@@ -131,6 +131,32 @@ TEST(LauncherExampleTest, StoreRefusesClientsWithoutTheJobsToken) {
   }
 }
 
+TEST(LauncherExampleTest, LaunchersOfAnotherJobOnTheSamePortAreRefused) {
+  SKIP_WITHOUT_GLOO();
+  // Node 1's launcher belongs to another job but reaches node 0's store (the
+  // same port and token): its ranks must be refused at check-in, naming both
+  // jobs, and both launchers must end with a failure instead of a hang.
+  int port = PickFreePort();
+  ASSERT_GT(port, 0);
+  auto node = [&](int rank, const std::string& job) {
+    return absl::StrCat(GlooEnv(), TokenEnv(), "SYNCLINE_SOCKET_IFNAME=lo ", Launcher(),
+                        " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port,
+                        " --job-id ", job, " -- ", AllreduceExample(), " --count 4096");
+  };
+  CommandResult r = RunCommand(
+      absl::StrCat(node(0, "job-a"), " & ", node(1, "job-b"),
+                   "; s1=$?; wait $!; s0=$?; echo \"status=$s0,$s1\""),
+      absl::Seconds(120));
+  EXPECT_THAT(r.output, HasSubstr("status="));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("status=0,")));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr(",0\n")));
+  EXPECT_THAT(r.output, HasSubstr("refused this process"));
+  EXPECT_THAT(r.output, HasSubstr("job 'job-b'"));
+  EXPECT_THAT(r.output, HasSubstr("job 'job-a'"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("allreduce over gloo of 4096 floats: OK")));
+  EXPECT_LT(r.seconds, kOpTimeoutSeconds) << r.output;
+}
+
 TEST(LauncherExampleTest, RankKilledDuringCollectivesIsTheRootCause) {
   SKIP_WITHOUT_GLOO();
   // Every rank loops over allreduces far longer than the test; rank 2 is

@@ -119,25 +119,34 @@ TEST(LauncherTest, PortInUseIsAClearError) {
   EXPECT_THAT(r.output, Not(HasSubstr("should-not-run")));
 }
 
-// The token every rank of a -n 2 job saw, "" (with a test failure) when the
-// ranks disagree or one did not print it.
-std::string TokenOfJob(const std::string& env) {
-  CommandResult r = RunLauncher("-n 2", "echo \"token=$SYNCLINE_STORE_TOKEN\"", env);
+// Removes every variable the launcher could take a job id from.
+constexpr char kNoJobIdEnv[] =
+    "env -u SYNCLINE_JOB_ID -u TORCHELASTIC_RUN_ID -u SLURM_JOB_ID -u SLURM_STEP_ID "
+    "-u OMPI_MCA_ess_base_jobid OMP_NUM_THREADS=1";
+
+// The value of `variable` that both ranks of a -n 2 job saw; "" (with a test
+// failure) when the ranks disagree or one did not print it.
+std::string SeenByBothRanks(const std::string& variable, const std::string& env,
+                            const std::string& flags = "") {
+  CommandResult r = RunLauncher(absl::StrCat("-n 2 ", flags),
+                                absl::StrCat("echo \"seen=$", variable, "\""), env);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  std::vector<std::string> t0 = LinesWithPrefix(r.output, "[rank 0] token=");
-  std::vector<std::string> t1 = LinesWithPrefix(r.output, "[rank 1] token=");
-  EXPECT_EQ(t0.size(), 1u) << r.output;
-  EXPECT_EQ(t1.size(), 1u) << r.output;
+  std::vector<std::string> t0 = LinesWithPrefix(r.output, "[rank 0] seen=");
+  std::vector<std::string> t1 = LinesWithPrefix(r.output, "[rank 1] seen=");
   if (t0.size() != 1 || t1.size() != 1 || t0[0] != t1[0]) {
-    ADD_FAILURE() << "the ranks saw different tokens:\n" << r.output;
+    ADD_FAILURE() << "the ranks saw different values of " << variable << ":\n" << r.output;
     return "";
   }
-  if (!t0[0].empty()) {
+  if (variable == "SYNCLINE_STORE_TOKEN" && !t0[0].empty()) {
     EXPECT_THAT(LinesWithPrefix(r.output, "syncline-run: "),
                 ::testing::Each(Not(HasSubstr(t0[0]))))
         << "the launcher printed the secret";
   }
   return t0[0];
+}
+
+std::string TokenOfJob(const std::string& env) {
+  return SeenByBothRanks("SYNCLINE_STORE_TOKEN", env);
 }
 
 TEST(LauncherTest, DrawsAFreshStoreTokenForEachSingleNodeJob) {
@@ -163,6 +172,25 @@ TEST(LauncherTest, MultiNodeJobWithoutAStoreTokenIsRefused) {
     EXPECT_THAT(r.output, HasSubstr("on every node"));
     EXPECT_THAT(r.output, Not(HasSubstr("should-not-run")));
   }
+}
+
+TEST(LauncherTest, EveryWorkerGetsTheJobId) {
+  // Drawn at random, one per job.
+  std::string first = SeenByBothRanks("SYNCLINE_JOB_ID", kNoJobIdEnv);
+  std::string second = SeenByBothRanks("SYNCLINE_JOB_ID", kNoJobIdEnv);
+  EXPECT_FALSE(first.empty());
+  EXPECT_NE(first, second) << "two jobs got the same id";
+  // Given on the command line (torchrun's spelling too), or by the scheduler.
+  EXPECT_EQ(SeenByBothRanks("SYNCLINE_JOB_ID", kNoJobIdEnv, "--job-id train-42"),
+            "train-42");
+  EXPECT_EQ(SeenByBothRanks("SYNCLINE_JOB_ID", kNoJobIdEnv, "--rdzv-id=r7"), "r7");
+  EXPECT_EQ(SeenByBothRanks("SYNCLINE_JOB_ID",
+                            absl::StrCat(kNoJobIdEnv, " TORCHELASTIC_RUN_ID=te-9")),
+            "te-9");
+  EXPECT_EQ(SeenByBothRanks("SYNCLINE_JOB_ID", absl::StrCat(kNoJobIdEnv,
+                                                            " SLURM_JOB_ID=1234 "
+                                                            "SLURM_STEP_ID=0")),
+            "1234.0");
 }
 
 TEST(LauncherTest, HelpEnvPrintsTheOptionTable) {
@@ -311,9 +339,10 @@ TEST(LauncherTest, TwoNodesShareOneWorld) {
   ASSERT_GT(port, 0);
   std::string worker = ShellQuote(
       "echo \"RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK "
-      "GROUP_RANK=$GROUP_RANK MASTER_PORT=$MASTER_PORT TOKEN=$SYNCLINE_STORE_TOKEN\"");
+      "GROUP_RANK=$GROUP_RANK MASTER_PORT=$MASTER_PORT TOKEN=$SYNCLINE_STORE_TOKEN\"; "
+      "echo \"job=$SYNCLINE_JOB_ID\"");
   auto node = [&](int rank) {
-    return absl::StrCat(TokenEnv(), "OMP_NUM_THREADS=1 ", Launcher(),
+    return absl::StrCat(kNoJobIdEnv, " ", TokenEnv(), Launcher(),
                         " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port,
                         " -- sh -c ", worker);
   };
@@ -328,6 +357,16 @@ TEST(LauncherTest, TwoNodesShareOneWorld) {
                                        " GROUP_RANK=", rank / 2, " MASTER_PORT=", port,
                                        " TOKEN=test-secret-", getpid())));
   }
+  // Node 1 had no job id of its own: it took node 0's.
+  std::vector<std::string> jobs;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::vector<std::string> job =
+        LinesWithPrefix(r.output, absl::StrCat("[rank ", rank, "] job="));
+    ASSERT_EQ(job.size(), 1u) << r.output;
+    jobs.push_back(job[0]);
+  }
+  EXPECT_FALSE(jobs[0].empty());
+  EXPECT_THAT(jobs, ::testing::Each(jobs[0])) << r.output;
 }
 
 // Runs node 0 and node 1 of a two-node job (2 ranks each) at once, each

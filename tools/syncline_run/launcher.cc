@@ -16,6 +16,8 @@
 #include "output.h"
 #include "signals.h"
 #include "syncline/env.h"
+#include "syncline/rendezvous.h"
+#include "syncline/status.h"
 #include "syncline/tcp_store.h"
 #include "worker.h"
 #include "worker_env.h"
@@ -127,6 +129,9 @@ class Launcher {
   // other nodes are done. Returns `status`, or 128 + signal if interrupted.
   int LeaveGroup(int status);
   std::vector<WorkerSpec> MakeSpecs(int generation) const;
+  // Sets job_id_: --job-id, the launcher's environment, or a random id
+  // (node 0's, in a multi-node job).
+  absl::Status ResolveJob();
 
   const LaunchOptions& options_;
   std::string program_path_;
@@ -137,6 +142,8 @@ class Launcher {
   int port_ = 0;
   int omp_num_threads_ = 0;
   std::string store_token_;  // never empty once Run() has started the store
+  std::string job_id_;       // never empty once the workers start
+  std::string job_id_source_;
 };
 
 absl::Status Launcher::HostStore() {
@@ -157,6 +164,24 @@ absl::Status Launcher::HostStore() {
   return absl::OkStatus();
 }
 
+absl::Status Launcher::ResolveJob() {
+  if (!options_.job_id.empty()) {
+    job_id_ = options_.job_id;
+    job_id_source_ = "--job-id";
+  } else if (JobIdentity env = ResolveJobId(); !env.id.empty()) {
+    job_id_ = env.id;
+    job_id_source_ = env.source;
+  } else if (options_.node_rank == 0) {
+    SL_ASSIGN_OR_RETURN(job_id_, RandomHex(16));
+    job_id_source_ = "drawn by syncline-run";
+  }
+  if (group_ == nullptr) return absl::OkStatus();
+  std::string own = job_id_;
+  SL_ASSIGN_OR_RETURN(job_id_, group_->ShareJobId(own, timeout_));
+  if (own.empty()) job_id_source_ = "drawn by node 0's syncline-run";
+  return absl::OkStatus();
+}
+
 std::vector<WorkerSpec> Launcher::MakeSpecs(int generation) const {
   std::vector<std::string> base = CurrentEnvironment();
   std::vector<WorkerSpec> specs;
@@ -171,6 +196,7 @@ std::vector<WorkerSpec> Launcher::MakeSpecs(int generation) const {
     env.restart_count = generation;
     env.omp_num_threads = omp_num_threads_;
     env.store_token = store_token_;
+    env.job_id = job_id_;
     WorkerSpec spec;
     spec.rank = options_.node_rank * options_.nproc_per_node + local;
     spec.path = program_path_;
@@ -204,6 +230,10 @@ int Launcher::Run() {
       return kExitStoreFailed;
     }
     group_ = std::move(group).value();
+  }
+  if (absl::Status s = ResolveJob(); !s.ok()) {
+    Say(absl::StrCat("cannot agree on the job id with node 0: ", s.message()));
+    return kExitStoreFailed;
   }
   // Only now: until workers exist, Ctrl-C may simply end the launcher (even
   // in the middle of connecting to node 0).
@@ -240,7 +270,8 @@ int Launcher::Run() {
   Say(absl::StrCat("starting ", options_.nproc_per_node, " worker(s), ",
                    RankRange(options_), ": ", QuoteCommand(options_.command),
                    "; store at ", options_.master_addr, ":", port_,
-                   server_ ? " (hosted here)" : ""));
+                   server_ ? " (hosted here)" : "", "; job id '", job_id_, "' (",
+                   job_id_source_, ")"));
   return LeaveGroup(RunGenerations());
 }
 

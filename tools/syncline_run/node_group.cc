@@ -19,6 +19,7 @@ namespace {
 constexpr absl::Duration kStoreTimeout = absl::Seconds(5);
 constexpr char kJoinedKey[] = "syncline-run/joined";
 constexpr char kLeftKey[] = "syncline-run/left";
+constexpr char kJobIdKey[] = "syncline-run/job-id";
 constexpr int kPollMs = 100;
 
 std::string Key(int generation, absl::string_view what) {
@@ -101,6 +102,22 @@ absl::Status NodeGroup::AwaitGeneration(int generation, absl::Duration timeout,
       absl::StrCat("ready to restart (generation ", generation,
                    "); a node whose workers succeeded or whose launcher died "
                    "will not come back"));
+}
+
+absl::StatusOr<std::string> NodeGroup::ShareJobId(const std::string& own_id,
+                                                  absl::Duration timeout) {
+  if (node_rank_ == 0) {
+    if (absl::Status s = store_->Set(kJobIdKey, own_id); !s.ok()) return s;
+    return own_id;
+  }
+  if (!own_id.empty()) return own_id;
+  absl::StatusOr<std::string> id = store_->Get(kJobIdKey, timeout);
+  if (!id.ok()) {
+    return absl::Status(id.status().code(),
+                        absl::StrCat("node 0 did not publish the job id (",
+                                     id.status().message(), ")"));
+  }
+  return id;
 }
 
 void NodeGroup::Leave() {

@@ -69,6 +69,13 @@ class NodeGroup {
   absl::Status AwaitGeneration(int generation, absl::Duration timeout,
                                SignalPipe* signals, int* interrupt);
 
+  // The job id every node's workers use. Node 0 publishes `own_id` (never
+  // empty there) and returns it; another node returns its `own_id` when it
+  // has one (a mismatch is then refused at the workers' check-in, naming
+  // both jobs), and otherwise node 0's, waiting up to `timeout` for it.
+  absl::StatusOr<std::string> ShareJobId(const std::string& own_id,
+                                         absl::Duration timeout);
+
   // Says this node's launcher is about to exit, however its workers ended.
   void Leave();
 

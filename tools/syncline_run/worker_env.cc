@@ -34,7 +34,8 @@ const std::vector<absl::string_view>& LauncherVariables() {
                                          "SYNCLINE_STORE_HOSTED",
                                          "SYNCLINE_STORE_PREFIX",
                                          "SYNCLINE_RESTART_COUNT",
-                                         "SYNCLINE_STORE_TOKEN"};
+                                         "SYNCLINE_STORE_TOKEN",
+                                         "SYNCLINE_JOB_ID"};
   return *kNames;
 }
 
@@ -77,6 +78,7 @@ std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base,
   env.push_back("SYNCLINE_STORE_HOSTED=1");
   env.push_back(absl::StrCat("SYNCLINE_STORE_PREFIX=gen", o.restart_count, "/"));
   env.push_back(absl::StrCat("SYNCLINE_RESTART_COUNT=", o.restart_count));
+  if (!o.job_id.empty()) env.push_back(absl::StrCat("SYNCLINE_JOB_ID=", o.job_id));
   if (!o.store_token.empty()) {
     env.push_back(absl::StrCat("SYNCLINE_STORE_TOKEN=", o.store_token));
   }
