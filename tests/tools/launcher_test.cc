@@ -2,16 +2,23 @@
 // environment each rank gets, output forwarding, failure detection and the
 // root-cause summary, signal forwarding and restarts. The launcher runs as a
 // real process through RunCommand; the oracle is what each worker printed.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/multiprocess.h"
 #include "gmock/gmock.h"
@@ -230,6 +237,89 @@ TEST(LauncherTest, ProgramThatCannotRunIsReported) {
   CommandResult r = RunCommand(Launcher() + " -n 2 -- /nonexistent/program");
   EXPECT_EQ(r.exit_code, 127) << r.output;
   EXPECT_THAT(r.output, HasSubstr("/nonexistent/program"));
+}
+
+TEST(LauncherTest, ScriptWithoutAnInterpreterLineIsReported) {
+  std::string dir = MakeTempDir();
+  std::string path = dir + "/no-shebang";
+  std::ofstream(path) << "echo should-not-run\n";
+  ASSERT_EQ(chmod(path.c_str(), 0755), 0);
+  CommandResult r = RunCommand(absl::StrCat(Launcher(), " -n 2 -- ", path));
+  EXPECT_EQ(r.exit_code, 127) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("cannot execute '", path, "' for rank ")));
+  EXPECT_THAT(r.output, HasSubstr("Exec format error"));
+  EXPECT_THAT(r.output, HasSubstr("#!"));
+}
+
+// "pid command line" of every live process (zombies aside) of this user
+// whose environment holds `marker` ("NAME=value").
+std::vector<std::string> LiveProcessesWith(const std::string& marker) {
+  std::vector<std::string> found;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* e = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    std::string base = absl::StrCat("/proc/", pid);
+    std::ifstream env_file(base + "/environ");
+    std::string env((std::istreambuf_iterator<char>(env_file)),
+                    std::istreambuf_iterator<char>());
+    std::vector<std::string> vars = absl::StrSplit(env, '\0');
+    if (std::find(vars.begin(), vars.end(), marker) == vars.end()) continue;
+    std::ifstream stat_file(base + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(stat_file)),
+                     std::istreambuf_iterator<char>());
+    size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z') {
+      continue;  // gone meanwhile, or a zombie
+    }
+    std::ifstream cmd_file(base + "/cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(cmd_file)),
+                    std::istreambuf_iterator<char>());
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    found.push_back(absl::StrCat(pid, " ", cmd));
+  }
+  closedir(proc);
+  return found;
+}
+
+TEST(LauncherTest, NoProcessOfTheJobOutlivesAKilledLauncher) {
+  // Each rank runs under a wrapper (so the rank is the launcher's grandchild)
+  // and starts a child of its own. The launcher is then SIGKILLed: nothing
+  // of the job may survive it, whatever its depth in the tree.
+  std::string dir = MakeTempDir();
+  std::string marker = absl::StrCat("SYNCLINE_ORPHAN_TEST=", dir);
+  std::string rank = WriteScript(dir, "rank.sh",
+                                 absl::StrCat("sleep 600 &\n"
+                                              "echo $$ > ", dir, "/ready.$RANK.tmp && mv ",
+                                              dir, "/ready.$RANK.tmp ", dir,
+                                              "/ready.$RANK\n"
+                                              "sleep 600"));
+  std::string script = absl::StrCat(
+      marker, " OMP_NUM_THREADS=1 ", Launcher(), " -n 2 -- bash -c ",
+      ShellQuote("\"$@\"; echo done"), " w ", rank, " > ", dir, "/out 2>&1 & l=$!\n",
+      "while [ ! -e ", dir, "/ready.0 ] || [ ! -e ", dir, "/ready.1 ]; do sleep 0.05; done\n",
+      "kill -KILL $l; wait $l; echo \"launcher-status=$?\"");
+  CommandResult r = RunCommand(script, absl::Seconds(60));
+  EXPECT_THAT(r.output, HasSubstr("launcher-status=137")) << r.output;
+  // The job had really started: each rank under its wrapper, with a child.
+  std::vector<std::string> ready = {WaitForFile(dir + "/ready.0", absl::ZeroDuration()),
+                                                WaitForFile(dir + "/ready.1", absl::ZeroDuration())};
+  EXPECT_THAT(ready, ::testing::Each(Not(::testing::IsEmpty())));
+
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  std::vector<std::string> left = LiveProcessesWith(marker);
+  while (!left.empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    left = LiveProcessesWith(marker);
+  }
+  EXPECT_THAT(left, ::testing::IsEmpty())
+      << "processes of the job outlived its launcher by 30 s:\n"
+      << absl::StrJoin(left, "\n");
+  for (const std::string& p : left) {  // do not leak them into other tests
+    int pid = 0;
+    if (absl::SimpleAtoi(p.substr(0, p.find(' ')), &pid) && pid > 0) kill(pid, SIGKILL);
+  }
 }
 
 TEST(LauncherTest, FailedRankStopsTheJobAndIsNamed) {

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "launcher.h"
 #include "output.h"
+#include "supervisor.h"
 #include "syncline/env.h"
 
 ABSL_FLAG(int, n, 1, "Number of workers (ranks) to start on this node.");
@@ -108,6 +109,10 @@ void SplitCommandLine(int argc, char** argv, std::vector<std::string>* ours,
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Re-executed by syncline-run itself to supervise one worker.
+  if (argc > 1 && std::string(argv[1]) == syncline::run::kSuperviseFlag) {
+    return syncline::run::RunSupervisor(argc, argv);
+  }
   absl::SetProgramUsageMessage(kUsage);
   // absl's --help lists the flags of files named after the program; ours
   // live in syncline_run/main.cc.
