@@ -9,6 +9,7 @@ add_executable(syncline-run
   syncline_run/output.cc
   syncline_run/summary.cc
   syncline_run/signals.cc
+  syncline_run/supervisor.cc
 )
 target_link_libraries(syncline-run PRIVATE
   syncline::core

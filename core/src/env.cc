@@ -44,7 +44,9 @@ const std::vector<EnvOption>& EnvOptions() {
        "Key prefix for this job generation (set by syncline-run on restart)."},
       {"SYNCLINE_STORE_TOKEN", "",
        "Shared secret: when set, the store serves only clients that present "
-       "it; refusals are logged with the peer address."},
+       "it; refusals are logged with the peer address. syncline-run draws a "
+       "random one per single-node job; a multi-node job must export the same "
+       "value on every node."},
       {"SYNCLINE_RESTART_COUNT", "0",
        "How many times syncline-run restarted the workers."},
       {"SYNCLINE_SOCKET_IFNAME", "",

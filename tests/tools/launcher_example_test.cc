@@ -2,14 +2,22 @@
 // gloo backend. The example checks its own result against the closed form
 // size * (size + 1) / 2; these tests check what each rank reported, and that
 // a rank killed in the middle of collectives is blamed, not its victims.
-#include <string>
+#include <unistd.h>
 
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/multiprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher_test_util.h"
+#include "syncline/tcp_store.h"
 
 namespace syncline::testing {
 namespace {
@@ -54,7 +62,7 @@ TEST(LauncherExampleTest, TwoNodesOfTwoRanksAllreduceOverGloo) {
   int port = PickFreePort();
   ASSERT_GT(port, 0);
   auto node = [&](int rank) {
-    return absl::StrCat(GlooEnv(), "SYNCLINE_SOCKET_IFNAME=lo ", Launcher(),
+    return absl::StrCat(GlooEnv(), TokenEnv(), "SYNCLINE_SOCKET_IFNAME=lo ", Launcher(),
                         " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port,
                         " -- ", AllreduceExample(), " --count 4096");
   };
@@ -69,6 +77,84 @@ TEST(LauncherExampleTest, TwoNodesOfTwoRanksAllreduceOverGloo) {
                                        "/4: allreduce over gloo of 4096 floats: OK "
                                        "(each element = 10)")));
   }
+}
+
+TEST(LauncherExampleTest, StoreRefusesClientsWithoutTheJobsToken) {
+  SKIP_WITHOUT_GLOO();
+  // Rank 0 publishes the store's port, then both ranks hold still until the
+  // test has tried the store, and only then rendezvous and allreduce.
+  std::string dir = MakeTempDir();
+  std::string worker = absl::StrCat(
+      "if [ \"$RANK\" = 0 ]; then echo \"$MASTER_PORT\" > ", dir, "/port.tmp && mv ", dir,
+      "/port.tmp ", dir, "/port; fi; while [ ! -e ", dir, "/go ]; do sleep 0.05; done; exec ",
+      AllreduceExample(), " --count 4096");
+  for (const char* token_env : {"env -u SYNCLINE_STORE_TOKEN ", "SYNCLINE_STORE_TOKEN=s3cret "}) {
+    SCOPED_TRACE(token_env);
+    ::unlink((dir + "/port").c_str());
+    ::unlink((dir + "/go").c_str());
+    CommandResult r;
+    std::thread job([&] {
+      r = RunCommand(absl::StrCat(GlooEnv(), token_env, Launcher(), " -n 2 -- sh -c ",
+                                  ShellQuote(worker)),
+                     absl::Seconds(120));
+    });
+    int port = 0;
+    std::string port_text = WaitForFile(dir + "/port", absl::Seconds(60));
+    EXPECT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(port_text), &port))
+        << "rank 0 did not publish the port: '" << port_text << "'";
+    if (port > 0) {
+      for (const char* presented : {"", "wrong"}) {
+        absl::StatusOr<std::shared_ptr<Store>> intruder = ConnectTcpStore(
+            {.host = "127.0.0.1", .port = port, .connect_timeout = absl::Seconds(10),
+             .token = presented});
+        if (intruder.ok()) {
+          absl::StatusOr<int64_t> keys = (*intruder)->NumKeys();
+          ADD_FAILURE() << "a client with token '" << presented
+                        << "' was served by the job's store (NumKeys: "
+                        << (keys.ok() ? std::to_string(*keys) : keys.status().ToString())
+                        << ")";
+        } else {
+          EXPECT_THAT(intruder.status().message(),
+                      HasSubstr("refused this client's token"));
+        }
+      }
+    }
+    // Always let the workers go, or the job would run into its deadline.
+    std::ofstream(dir + "/go") << "go\n";
+    job.join();
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_THAT(r.output, HasSubstr(absl::StrCat("[rank ", rank, "] rank ", rank,
+                                                   "/2: allreduce over gloo of 4096 "
+                                                   "floats: OK (each element = 3)")));
+    }
+  }
+}
+
+TEST(LauncherExampleTest, LaunchersOfAnotherJobOnTheSamePortAreRefused) {
+  SKIP_WITHOUT_GLOO();
+  // Node 1's launcher belongs to another job but reaches node 0's store (the
+  // same port and token): its ranks must be refused at check-in, naming both
+  // jobs, and both launchers must end with a failure instead of a hang.
+  int port = PickFreePort();
+  ASSERT_GT(port, 0);
+  auto node = [&](int rank, const std::string& job) {
+    return absl::StrCat(GlooEnv(), TokenEnv(), "SYNCLINE_SOCKET_IFNAME=lo ", Launcher(),
+                        " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port,
+                        " --job-id ", job, " -- ", AllreduceExample(), " --count 4096");
+  };
+  CommandResult r = RunCommand(
+      absl::StrCat(node(0, "job-a"), " & ", node(1, "job-b"),
+                   "; s1=$?; wait $!; s0=$?; echo \"status=$s0,$s1\""),
+      absl::Seconds(120));
+  EXPECT_THAT(r.output, HasSubstr("status="));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("status=0,")));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr(",0\n")));
+  EXPECT_THAT(r.output, HasSubstr("refused this process"));
+  EXPECT_THAT(r.output, HasSubstr("job 'job-b'"));
+  EXPECT_THAT(r.output, HasSubstr("job 'job-a'"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("allreduce over gloo of 4096 floats: OK")));
+  EXPECT_LT(r.seconds, kOpTimeoutSeconds) << r.output;
 }
 
 TEST(LauncherExampleTest, RankKilledDuringCollectivesIsTheRootCause) {

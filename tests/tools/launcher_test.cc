@@ -2,14 +2,23 @@
 // environment each rank gets, output forwarding, failure detection and the
 // root-cause summary, signal forwarding and restarts. The launcher runs as a
 // real process through RunCommand; the oracle is what each worker printed.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/multiprocess.h"
 #include "gmock/gmock.h"
@@ -117,6 +126,80 @@ TEST(LauncherTest, PortInUseIsAClearError) {
   EXPECT_THAT(r.output, Not(HasSubstr("should-not-run")));
 }
 
+// Removes every variable the launcher could take a job id from.
+constexpr char kNoJobIdEnv[] =
+    "env -u SYNCLINE_JOB_ID -u TORCHELASTIC_RUN_ID -u SLURM_JOB_ID -u SLURM_STEP_ID "
+    "-u OMPI_MCA_ess_base_jobid OMP_NUM_THREADS=1";
+
+// The value of `variable` that both ranks of a -n 2 job saw; "" (with a test
+// failure) when the ranks disagree or one did not print it.
+std::string SeenByBothRanks(const std::string& variable, const std::string& env,
+                            const std::string& flags = "") {
+  CommandResult r = RunLauncher(absl::StrCat("-n 2 ", flags),
+                                absl::StrCat("echo \"seen=$", variable, "\""), env);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> t0 = LinesWithPrefix(r.output, "[rank 0] seen=");
+  std::vector<std::string> t1 = LinesWithPrefix(r.output, "[rank 1] seen=");
+  if (t0.size() != 1 || t1.size() != 1 || t0[0] != t1[0]) {
+    ADD_FAILURE() << "the ranks saw different values of " << variable << ":\n" << r.output;
+    return "";
+  }
+  if (variable == "SYNCLINE_STORE_TOKEN" && !t0[0].empty()) {
+    EXPECT_THAT(LinesWithPrefix(r.output, "syncline-run: "),
+                ::testing::Each(Not(HasSubstr(t0[0]))))
+        << "the launcher printed the secret";
+  }
+  return t0[0];
+}
+
+std::string TokenOfJob(const std::string& env) {
+  return SeenByBothRanks("SYNCLINE_STORE_TOKEN", env);
+}
+
+TEST(LauncherTest, DrawsAFreshStoreTokenForEachSingleNodeJob) {
+  std::string first = TokenOfJob("OMP_NUM_THREADS=1 env -u SYNCLINE_STORE_TOKEN");
+  std::string second = TokenOfJob("OMP_NUM_THREADS=1 env -u SYNCLINE_STORE_TOKEN");
+  // 256 bits as hex.
+  EXPECT_EQ(first.size(), 64u) << first;
+  EXPECT_EQ(first.find_first_not_of("0123456789abcdef"), std::string::npos) << first;
+  EXPECT_NE(first, second) << "two jobs got the same token";
+  // A token the user set is the one the workers get.
+  EXPECT_EQ(TokenOfJob("OMP_NUM_THREADS=1 SYNCLINE_STORE_TOKEN=chosen-by-user"),
+            "chosen-by-user");
+}
+
+TEST(LauncherTest, MultiNodeJobWithoutAStoreTokenIsRefused) {
+  for (const char* node : {"--node-rank 0", "--node-rank 1 --master-port 29999"}) {
+    CommandResult r = RunCommand(absl::StrCat("env -u SYNCLINE_STORE_TOKEN ", Launcher(),
+                                              " -n 1 --nnodes 2 ", node,
+                                              " -- echo should-not-run"));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("needs SYNCLINE_STORE_TOKEN"));
+    EXPECT_THAT(r.output, HasSubstr("export SYNCLINE_STORE_TOKEN="));
+    EXPECT_THAT(r.output, HasSubstr("on every node"));
+    EXPECT_THAT(r.output, Not(HasSubstr("should-not-run")));
+  }
+}
+
+TEST(LauncherTest, EveryWorkerGetsTheJobId) {
+  // Drawn at random, one per job.
+  std::string first = SeenByBothRanks("SYNCLINE_JOB_ID", kNoJobIdEnv);
+  std::string second = SeenByBothRanks("SYNCLINE_JOB_ID", kNoJobIdEnv);
+  EXPECT_FALSE(first.empty());
+  EXPECT_NE(first, second) << "two jobs got the same id";
+  // Given on the command line (torchrun's spelling too), or by the scheduler.
+  EXPECT_EQ(SeenByBothRanks("SYNCLINE_JOB_ID", kNoJobIdEnv, "--job-id train-42"),
+            "train-42");
+  EXPECT_EQ(SeenByBothRanks("SYNCLINE_JOB_ID", kNoJobIdEnv, "--rdzv-id=r7"), "r7");
+  EXPECT_EQ(SeenByBothRanks("SYNCLINE_JOB_ID",
+                            absl::StrCat(kNoJobIdEnv, " TORCHELASTIC_RUN_ID=te-9")),
+            "te-9");
+  EXPECT_EQ(SeenByBothRanks("SYNCLINE_JOB_ID", absl::StrCat(kNoJobIdEnv,
+                                                            " SLURM_JOB_ID=1234 "
+                                                            "SLURM_STEP_ID=0")),
+            "1234.0");
+}
+
 TEST(LauncherTest, HelpEnvPrintsTheOptionTable) {
   CommandResult r = RunCommand(Launcher() + " --help-env");
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -154,6 +237,89 @@ TEST(LauncherTest, ProgramThatCannotRunIsReported) {
   CommandResult r = RunCommand(Launcher() + " -n 2 -- /nonexistent/program");
   EXPECT_EQ(r.exit_code, 127) << r.output;
   EXPECT_THAT(r.output, HasSubstr("/nonexistent/program"));
+}
+
+TEST(LauncherTest, ScriptWithoutAnInterpreterLineIsReported) {
+  std::string dir = MakeTempDir();
+  std::string path = dir + "/no-shebang";
+  std::ofstream(path) << "echo should-not-run\n";
+  ASSERT_EQ(chmod(path.c_str(), 0755), 0);
+  CommandResult r = RunCommand(absl::StrCat(Launcher(), " -n 2 -- ", path));
+  EXPECT_EQ(r.exit_code, 127) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("cannot execute '", path, "' for rank ")));
+  EXPECT_THAT(r.output, HasSubstr("Exec format error"));
+  EXPECT_THAT(r.output, HasSubstr("#!"));
+}
+
+// "pid command line" of every live process (zombies aside) of this user
+// whose environment holds `marker` ("NAME=value").
+std::vector<std::string> LiveProcessesWith(const std::string& marker) {
+  std::vector<std::string> found;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* e = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    std::string base = absl::StrCat("/proc/", pid);
+    std::ifstream env_file(base + "/environ");
+    std::string env((std::istreambuf_iterator<char>(env_file)),
+                    std::istreambuf_iterator<char>());
+    std::vector<std::string> vars = absl::StrSplit(env, '\0');
+    if (std::find(vars.begin(), vars.end(), marker) == vars.end()) continue;
+    std::ifstream stat_file(base + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(stat_file)),
+                     std::istreambuf_iterator<char>());
+    size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z') {
+      continue;  // gone meanwhile, or a zombie
+    }
+    std::ifstream cmd_file(base + "/cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(cmd_file)),
+                    std::istreambuf_iterator<char>());
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    found.push_back(absl::StrCat(pid, " ", cmd));
+  }
+  closedir(proc);
+  return found;
+}
+
+TEST(LauncherTest, NoProcessOfTheJobOutlivesAKilledLauncher) {
+  // Each rank runs under a wrapper (so the rank is the launcher's grandchild)
+  // and starts a child of its own. The launcher is then SIGKILLed: nothing
+  // of the job may survive it, whatever its depth in the tree.
+  std::string dir = MakeTempDir();
+  std::string marker = absl::StrCat("SYNCLINE_ORPHAN_TEST=", dir);
+  std::string rank = WriteScript(dir, "rank.sh",
+                                 absl::StrCat("sleep 600 &\n"
+                                              "echo $$ > ", dir, "/ready.$RANK.tmp && mv ",
+                                              dir, "/ready.$RANK.tmp ", dir,
+                                              "/ready.$RANK\n"
+                                              "sleep 600"));
+  std::string script = absl::StrCat(
+      marker, " OMP_NUM_THREADS=1 ", Launcher(), " -n 2 -- bash -c ",
+      ShellQuote("\"$@\"; echo done"), " w ", rank, " > ", dir, "/out 2>&1 & l=$!\n",
+      "while [ ! -e ", dir, "/ready.0 ] || [ ! -e ", dir, "/ready.1 ]; do sleep 0.05; done\n",
+      "kill -KILL $l; wait $l; echo \"launcher-status=$?\"");
+  CommandResult r = RunCommand(script, absl::Seconds(60));
+  EXPECT_THAT(r.output, HasSubstr("launcher-status=137")) << r.output;
+  // The job had really started: each rank under its wrapper, with a child.
+  std::vector<std::string> ready = {WaitForFile(dir + "/ready.0", absl::ZeroDuration()),
+                                                WaitForFile(dir + "/ready.1", absl::ZeroDuration())};
+  EXPECT_THAT(ready, ::testing::Each(Not(::testing::IsEmpty())));
+
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  std::vector<std::string> left = LiveProcessesWith(marker);
+  while (!left.empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    left = LiveProcessesWith(marker);
+  }
+  EXPECT_THAT(left, ::testing::IsEmpty())
+      << "processes of the job outlived its launcher by 30 s:\n"
+      << absl::StrJoin(left, "\n");
+  for (const std::string& p : left) {  // do not leak them into other tests
+    int pid = 0;
+    if (absl::SimpleAtoi(p.substr(0, p.find(' ')), &pid) && pid > 0) kill(pid, SIGKILL);
+  }
 }
 
 TEST(LauncherTest, FailedRankStopsTheJobAndIsNamed) {
@@ -263,10 +429,12 @@ TEST(LauncherTest, TwoNodesShareOneWorld) {
   ASSERT_GT(port, 0);
   std::string worker = ShellQuote(
       "echo \"RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK "
-      "GROUP_RANK=$GROUP_RANK MASTER_PORT=$MASTER_PORT\"");
+      "GROUP_RANK=$GROUP_RANK MASTER_PORT=$MASTER_PORT TOKEN=$SYNCLINE_STORE_TOKEN\"; "
+      "echo \"job=$SYNCLINE_JOB_ID\"");
   auto node = [&](int rank) {
-    return absl::StrCat("OMP_NUM_THREADS=1 ", Launcher(), " -n 2 --nnodes 2 --node-rank ",
-                        rank, " --master-port ", port, " -- sh -c ", worker);
+    return absl::StrCat(kNoJobIdEnv, " ", TokenEnv(), Launcher(),
+                        " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port,
+                        " -- sh -c ", worker);
   };
   CommandResult r = RunCommand(absl::StrCat(node(0), " & ", node(1),
                                             "; s1=$?; wait $!; s0=$?; "
@@ -276,8 +444,19 @@ TEST(LauncherTest, TwoNodesShareOneWorld) {
     EXPECT_THAT(r.output,
                 HasSubstr(absl::StrCat("[rank ", rank, "] RANK=", rank,
                                        " WORLD_SIZE=4 LOCAL_RANK=", rank % 2,
-                                       " GROUP_RANK=", rank / 2, " MASTER_PORT=", port)));
+                                       " GROUP_RANK=", rank / 2, " MASTER_PORT=", port,
+                                       " TOKEN=test-secret-", getpid())));
   }
+  // Node 1 had no job id of its own: it took node 0's.
+  std::vector<std::string> jobs;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::vector<std::string> job =
+        LinesWithPrefix(r.output, absl::StrCat("[rank ", rank, "] job="));
+    ASSERT_EQ(job.size(), 1u) << r.output;
+    jobs.push_back(job[0]);
+  }
+  EXPECT_FALSE(jobs[0].empty());
+  EXPECT_THAT(jobs, ::testing::Each(jobs[0])) << r.output;
 }
 
 // Runs node 0 and node 1 of a two-node job (2 ranks each) at once, each
@@ -286,8 +465,9 @@ CommandResult RunTwoNodes(const std::string& flags, const std::string& worker) {
   int port = PickFreePort();
   EXPECT_GT(port, 0);
   auto node = [&](int rank) {
-    return absl::StrCat("OMP_NUM_THREADS=1 ", Launcher(), " -n 2 --nnodes 2 --node-rank ",
-                        rank, " --master-port ", port, " ", flags, " -- ", worker);
+    return absl::StrCat(TokenEnv(), "OMP_NUM_THREADS=1 ", Launcher(),
+                        " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port, " ",
+                        flags, " -- ", worker);
   };
   return RunCommand(absl::StrCat(node(0), " & ", node(1),
                                  "; s1=$?; wait $!; s0=$?; "
@@ -312,8 +492,9 @@ TEST(LauncherTest, NodeThatCannotStartItsProgramStopsTheOthers) {
   int port = PickFreePort();
   ASSERT_GT(port, 0);
   auto node = [&](int rank, const std::string& program) {
-    return absl::StrCat("OMP_NUM_THREADS=1 ", Launcher(), " -n 2 --nnodes 2 --node-rank ",
-                        rank, " --master-port ", port, " -- ", program);
+    return absl::StrCat(TokenEnv(), "OMP_NUM_THREADS=1 ", Launcher(),
+                        " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port,
+                        " -- ", program);
   };
   CommandResult r =
       RunCommand(absl::StrCat(node(0, "sleep 60"), " & ", node(1, "/nonexistent/program"),

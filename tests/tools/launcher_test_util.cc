@@ -9,11 +9,13 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/multiprocess.h"
 #include "gtest/gtest.h"
 
@@ -48,6 +50,21 @@ std::string WriteScript(const std::string& dir, const std::string& name,
   }
   EXPECT_EQ(chmod(path.c_str(), 0755), 0) << path;
   return path;
+}
+
+std::string WaitForFile(const std::string& path, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  struct stat st;
+  while (stat(path.c_str(), &st) != 0) {
+    if (absl::Now() > deadline) return "";
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string TokenEnv() {
+  return absl::StrCat("SYNCLINE_STORE_TOKEN=test-secret-", getpid(), " ");
 }
 
 int PickFreePort() {

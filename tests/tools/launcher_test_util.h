@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace syncline::testing {
 
@@ -34,6 +35,14 @@ std::string MakeTempDir();
 // Writes an executable /bin/sh script and returns its path.
 std::string WriteScript(const std::string& dir, const std::string& name,
                         const std::string& body);
+
+// Waits until `path` exists (a writer renames it into place when complete)
+// and returns its contents; "" after `timeout`.
+std::string WaitForFile(const std::string& path, absl::Duration timeout);
+
+// A secret for multi-node tests, which syncline-run requires
+// (SYNCLINE_STORE_TOKEN=...) as an environment assignment for a command line.
+std::string TokenEnv();
 
 // A TCP port on 127.0.0.1 that was free a moment ago (for tests that must
 // give two launchers the same port up front).

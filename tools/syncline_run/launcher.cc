@@ -1,6 +1,9 @@
 #include "launcher.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <memory>
@@ -13,6 +16,8 @@
 #include "output.h"
 #include "signals.h"
 #include "syncline/env.h"
+#include "syncline/rendezvous.h"
+#include "syncline/status.h"
 #include "syncline/tcp_store.h"
 #include "worker.h"
 #include "worker_env.h"
@@ -49,6 +54,54 @@ std::string QuoteCommand(const std::vector<std::string>& command) {
   return absl::StrJoin(words, " ");
 }
 
+// `bytes` random bytes from the kernel, as hex. getrandom never returns
+// fewer than 256 bytes once the pool is initialised, except on EINTR.
+absl::StatusOr<std::string> RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::InternalError(absl::StrCat("getrandom: ", strerror(errno)));
+    got += static_cast<size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * bytes);
+  for (unsigned char c : raw) {
+    hex.push_back(kHex[c >> 4]);
+    hex.push_back(kHex[c & 0xf]);
+  }
+  return hex;
+}
+
+// The store token of the job: SYNCLINE_STORE_TOKEN, or on a single node a
+// fresh random one (256 bits), so that no other process on the machine can
+// join or read the job's store. A multi-node job without one is refused:
+// every node must present the same secret, and only the operator can give
+// it to all of them.
+absl::StatusOr<std::string> ResolveStoreToken(const LaunchOptions& o) {
+  const char* set = getenv("SYNCLINE_STORE_TOKEN");
+  if (set != nullptr && *set != '\0') {
+    if (strlen(set) > kMaxTokenBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "SYNCLINE_STORE_TOKEN is ", strlen(set), " bytes long; the store accepts at most ",
+          kMaxTokenBytes));
+    }
+    return std::string(set);
+  }
+  if (o.nnodes > 1) {
+    return absl::FailedPreconditionError(
+        "a multi-node job (--nnodes > 1) needs SYNCLINE_STORE_TOKEN: without it, "
+        "anyone who can reach the store's port could join the job or read and "
+        "write its keys. Generate one secret and export the SAME value on every "
+        "node before starting syncline-run there, e.g.\n"
+        "  export SYNCLINE_STORE_TOKEN=$(head -c32 /dev/urandom | od -An -tx1 | tr -d ' \\n')\n"
+        "(under Slurm, export it once before srun; the job's tasks inherit it)");
+  }
+  return RandomHex(32);
+}
+
 // Names the inherited variables that the workers will not see, so that a
 // user who exported SYNCLINE_RANK on purpose learns why it had no effect.
 void WarnAboutOverrides() {
@@ -76,6 +129,9 @@ class Launcher {
   // other nodes are done. Returns `status`, or 128 + signal if interrupted.
   int LeaveGroup(int status);
   std::vector<WorkerSpec> MakeSpecs(int generation) const;
+  // Sets job_id_: --job-id, the launcher's environment, or a random id
+  // (node 0's, in a multi-node job).
+  absl::Status ResolveJob();
 
   const LaunchOptions& options_;
   std::string program_path_;
@@ -85,6 +141,9 @@ class Launcher {
   absl::Duration timeout_ = absl::Seconds(300);  // SYNCLINE_TIMEOUT
   int port_ = 0;
   int omp_num_threads_ = 0;
+  std::string store_token_;  // never empty once Run() has started the store
+  std::string job_id_;       // never empty once the workers start
+  std::string job_id_source_;
 };
 
 absl::Status Launcher::HostStore() {
@@ -96,11 +155,30 @@ absl::Status Launcher::HostStore() {
   TcpStoreServerOptions server_options;
   server_options.host = options_.master_addr;
   server_options.port = options_.master_port;
+  server_options.token = store_token_;
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
       TcpStoreServer::Start(server_options);
   if (!server.ok()) return server.status();
   server_ = std::move(server).value();
   port_ = server_->port();
+  return absl::OkStatus();
+}
+
+absl::Status Launcher::ResolveJob() {
+  if (!options_.job_id.empty()) {
+    job_id_ = options_.job_id;
+    job_id_source_ = "--job-id";
+  } else if (JobIdentity env = ResolveJobId(); !env.id.empty()) {
+    job_id_ = env.id;
+    job_id_source_ = env.source;
+  } else if (options_.node_rank == 0) {
+    SL_ASSIGN_OR_RETURN(job_id_, RandomHex(16));
+    job_id_source_ = "drawn by syncline-run";
+  }
+  if (group_ == nullptr) return absl::OkStatus();
+  std::string own = job_id_;
+  SL_ASSIGN_OR_RETURN(job_id_, group_->ShareJobId(own, timeout_));
+  if (own.empty()) job_id_source_ = "drawn by node 0's syncline-run";
   return absl::OkStatus();
 }
 
@@ -117,6 +195,8 @@ std::vector<WorkerSpec> Launcher::MakeSpecs(int generation) const {
     env.master_port = port_;
     env.restart_count = generation;
     env.omp_num_threads = omp_num_threads_;
+    env.store_token = store_token_;
+    env.job_id = job_id_;
     WorkerSpec spec;
     spec.rank = options_.node_rank * options_.nproc_per_node + local;
     spec.path = program_path_;
@@ -128,6 +208,12 @@ std::vector<WorkerSpec> Launcher::MakeSpecs(int generation) const {
 }
 
 int Launcher::Run() {
+  absl::StatusOr<std::string> token = ResolveStoreToken(options_);
+  if (!token.ok()) {
+    Say(token.status().message());
+    return kExitUsage;
+  }
+  store_token_ = *std::move(token);
   if (absl::Status s = HostStore(); !s.ok()) {
     Say(absl::StrCat("cannot host the rendezvous store: ", s.message()));
     return kExitStoreFailed;
@@ -137,12 +223,17 @@ int Launcher::Run() {
   }
   if (options_.nnodes > 1) {
     absl::StatusOr<std::unique_ptr<NodeGroup>> group = NodeGroup::Join(
-        options_.master_addr, port_, options_.node_rank, options_.nnodes, timeout_);
+        options_.master_addr, port_, store_token_, options_.node_rank, options_.nnodes,
+        timeout_);
     if (!group.ok()) {
       Say(absl::StrCat("cannot reach the store of node 0: ", group.status().message()));
       return kExitStoreFailed;
     }
     group_ = std::move(group).value();
+  }
+  if (absl::Status s = ResolveJob(); !s.ok()) {
+    Say(absl::StrCat("cannot agree on the job id with node 0: ", s.message()));
+    return kExitStoreFailed;
   }
   // Only now: until workers exist, Ctrl-C may simply end the launcher (even
   // in the middle of connecting to node 0).
@@ -179,7 +270,8 @@ int Launcher::Run() {
   Say(absl::StrCat("starting ", options_.nproc_per_node, " worker(s), ",
                    RankRange(options_), ": ", QuoteCommand(options_.command),
                    "; store at ", options_.master_addr, ":", port_,
-                   server_ ? " (hosted here)" : ""));
+                   server_ ? " (hosted here)" : "", "; job id '", job_id_, "' (",
+                   job_id_source_, ")"));
   return LeaveGroup(RunGenerations());
 }
 

@@ -10,10 +10,24 @@
 // launchers of all nodes keep in step through that store (node_group.h): a
 // failure on one node stops every node, and restarts begin together.
 //
+// Every worker gets the job's identity as SYNCLINE_JOB_ID, so that the
+// rendezvous check-in refuses ranks of another job that reach the same
+// store: --job-id, else the launcher's own SYNCLINE_JOB_ID,
+// TORCHELASTIC_RUN_ID or Slurm/OpenMPI job id, else a random id that node 0
+// draws and publishes to the other nodes' launchers.
+//
+// The store demands a token (SYNCLINE_STORE_TOKEN), which the workers get in
+// their environment. On one node, when none is set, the launcher draws a
+// random one (256 bits) per job, so no other process on the machine can
+// join the job or read its keys. A multi-node job must set the same token on
+// every node; without one the launcher refuses to start (exit status 2) and
+// says how to make one.
+//
 // Exit status: 0 when every worker of the last generation exited 0; the root
 // cause's exit code (or 128 + signal) after a failure; 128 + signal when the
-// launcher itself was interrupted; 1 when the store cannot be hosted; 127
-// when the program cannot be started.
+// launcher itself was interrupted; 1 when the store cannot be hosted; 2 for
+// bad options (or a multi-node job without a store token); 127 when the
+// program cannot be started.
 //
 // Example:
 //   LaunchOptions o;
@@ -39,6 +53,9 @@ struct LaunchOptions {
   int master_port = 0;  // 0: pick a free one (node rank 0 only)
   int max_restarts = 0;
   absl::Duration grace_period = absl::Seconds(5);  // SIGTERM -> SIGKILL
+  // --job-id / --rdzv-id; empty: ResolveJobId() of the launcher's environment,
+  // else a random id from node 0 (see the file comment).
+  std::string job_id;
   std::vector<std::string> command;                // the program and its arguments
 };
 

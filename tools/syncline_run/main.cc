@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "launcher.h"
 #include "output.h"
+#include "supervisor.h"
 #include "syncline/env.h"
 
 ABSL_FLAG(int, n, 1, "Number of workers (ranks) to start on this node.");
@@ -36,6 +37,11 @@ ABSL_FLAG(std::string, master_addr, "127.0.0.1",
           "use this host's address (not 0.0.0.0) for multi-node jobs.");
 ABSL_FLAG(int, master_port, 0, "Port of the store; 0 picks a free one (node 0 only).");
 ABSL_FLAG(int, max_restarts, 0, "How many times to restart all workers after a failure.");
+ABSL_FLAG(std::string, job_id, "",
+          "Identity of the job (alias --rdzv-id, as in torchrun); ranks of "
+          "another job on the same store are refused. Default: SYNCLINE_JOB_ID, "
+          "TORCHELASTIC_RUN_ID or the Slurm/OpenMPI job id, else a random id "
+          "drawn by node 0 and shared with every node.");
 ABSL_FLAG(double, grace_period, 5.0,
           "Seconds between SIGTERM and SIGKILL when stopping workers.");
 ABSL_FLAG(bool, help_env, false, "Print Syncline's environment variables and exit.");
@@ -47,12 +53,12 @@ constexpr char kUsage[] =
     "\n"
     "  syncline-run -n N [--nnodes M --node-rank R --master-addr A "
     "--master-port P]\n"
-    "               [--max-restarts K] [--grace-period SECONDS] -- program "
-    "[args...]\n"
+    "               [--max-restarts K] [--grace-period SECONDS] [--job-id ID]\n"
+    "               -- program [args...]\n"
     "\n"
     "Each worker gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, "
     "GROUP_RANK,\n"
-    "MASTER_ADDR and MASTER_PORT. Output lines are prefixed with [rank r]. "
+    "MASTER_ADDR, MASTER_PORT, SYNCLINE_JOB_ID and SYNCLINE_STORE_TOKEN. Output lines are prefixed with [rank r]. "
     "When a\n"
     "worker fails the others are stopped and a summary names the rank that "
     "failed\n"
@@ -63,7 +69,7 @@ constexpr char kUsage[] =
 bool TakesValue(const std::string& name) {
   for (const char* f :
        {"n", "nnodes", "node_rank", "master_addr", "master_port", "max_restarts",
-        "grace_period", "flagfile", "fromenv", "tryfromenv", "undefok"}) {
+        "grace_period", "job_id", "flagfile", "fromenv", "tryfromenv", "undefok"}) {
     if (name == f) return true;
   }
   return false;
@@ -87,6 +93,7 @@ void SplitCommandLine(int argc, char** argv, std::vector<std::string>* ours,
     std::string name = body.substr(0, eq);
     name = absl::StrReplaceAll(name, {{"-", "_"}});
     if (name == "nproc_per_node") name = "n";  // torchrun's spelling
+    if (name == "rdzv_id") name = "job_id";    // torchrun's spelling
     if (eq != std::string::npos) {
       ours->push_back(absl::StrCat("--", name, body.substr(eq)));
       continue;
@@ -102,6 +109,10 @@ void SplitCommandLine(int argc, char** argv, std::vector<std::string>* ours,
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Re-executed by syncline-run itself to supervise one worker.
+  if (argc > 1 && std::string(argv[1]) == syncline::run::kSuperviseFlag) {
+    return syncline::run::RunSupervisor(argc, argv);
+  }
   absl::SetProgramUsageMessage(kUsage);
   // absl's --help lists the flags of files named after the program; ours
   // live in syncline_run/main.cc.
@@ -141,6 +152,7 @@ int main(int argc, char** argv) {
   options.master_addr = absl::GetFlag(FLAGS_master_addr);
   options.master_port = absl::GetFlag(FLAGS_master_port);
   options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  options.job_id = absl::GetFlag(FLAGS_job_id);
   double grace = absl::GetFlag(FLAGS_grace_period);
   options.grace_period = std::isfinite(grace) ? absl::Seconds(grace) : absl::Seconds(-1);
   options.command = std::move(command);

@@ -19,6 +19,7 @@ namespace {
 constexpr absl::Duration kStoreTimeout = absl::Seconds(5);
 constexpr char kJoinedKey[] = "syncline-run/joined";
 constexpr char kLeftKey[] = "syncline-run/left";
+constexpr char kJobIdKey[] = "syncline-run/job-id";
 constexpr int kPollMs = 100;
 
 std::string Key(int generation, absl::string_view what) {
@@ -44,11 +45,12 @@ std::optional<NodeFailure> Decode(absl::string_view value) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NodeGroup>> NodeGroup::Join(
-    const std::string& master_addr, int port, int node_rank, int nnodes,
-    absl::Duration connect_timeout) {
+    const std::string& master_addr, int port, const std::string& token, int node_rank,
+    int nnodes, absl::Duration connect_timeout) {
   TcpStoreClientOptions options;
   options.host = master_addr;
   options.port = port;
+  options.token = token;
   options.connect_timeout = connect_timeout;
   absl::StatusOr<std::shared_ptr<Store>> store = ConnectTcpStore(options);
   if (!store.ok()) return store.status();
@@ -100,6 +102,22 @@ absl::Status NodeGroup::AwaitGeneration(int generation, absl::Duration timeout,
       absl::StrCat("ready to restart (generation ", generation,
                    "); a node whose workers succeeded or whose launcher died "
                    "will not come back"));
+}
+
+absl::StatusOr<std::string> NodeGroup::ShareJobId(const std::string& own_id,
+                                                  absl::Duration timeout) {
+  if (node_rank_ == 0) {
+    if (absl::Status s = store_->Set(kJobIdKey, own_id); !s.ok()) return s;
+    return own_id;
+  }
+  if (!own_id.empty()) return own_id;
+  absl::StatusOr<std::string> id = store_->Get(kJobIdKey, timeout);
+  if (!id.ok()) {
+    return absl::Status(id.status().code(),
+                        absl::StrCat("node 0 did not publish the job id (",
+                                     id.status().message(), ")"));
+  }
+  return id;
 }
 
 void NodeGroup::Leave() {

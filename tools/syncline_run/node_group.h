@@ -17,7 +17,8 @@
 // Thread safety: used from the launcher's main thread only.
 //
 // Example:
-//   SL_ASSIGN_OR_RETURN(auto group, NodeGroup::Join(addr, port, 1, 2, timeout));
+//   SL_ASSIGN_OR_RETURN(auto group,
+//                       NodeGroup::Join(addr, port, token, 1, 2, timeout));
 //   group->ReportFailure(0, {.exit_status = 3, .reason = "rank 3 exited 3"});
 #ifndef SYNCLINE_TOOLS_SYNCLINE_RUN_NODE_GROUP_H_
 #define SYNCLINE_TOOLS_SYNCLINE_RUN_NODE_GROUP_H_
@@ -43,11 +44,12 @@ struct NodeFailure {
 
 class NodeGroup {
  public:
-  // Connects to the store at master_addr:port, retrying for up to
-  // `connect_timeout` (node 0's launcher may start after this one).
+  // Connects to the store at master_addr:port with the job's store token,
+  // retrying for up to `connect_timeout` (node 0's launcher may start after
+  // this one).
   static absl::StatusOr<std::unique_ptr<NodeGroup>> Join(const std::string& master_addr,
-                                                         int port, int node_rank,
-                                                         int nnodes,
+                                                         int port, const std::string& token,
+                                                         int node_rank, int nnodes,
                                                          absl::Duration connect_timeout);
 
   // Publishes this node's failure of `generation`, unless another node's is
@@ -66,6 +68,13 @@ class NodeGroup {
   // on `signals` (that signal is returned in *interrupt).
   absl::Status AwaitGeneration(int generation, absl::Duration timeout,
                                SignalPipe* signals, int* interrupt);
+
+  // The job id every node's workers use. Node 0 publishes `own_id` (never
+  // empty there) and returns it; another node returns its `own_id` when it
+  // has one (a mismatch is then refused at the workers' check-in, naming
+  // both jobs), and otherwise node 0's, waiting up to `timeout` for it.
+  absl::StatusOr<std::string> ShareJobId(const std::string& own_id,
+                                         absl::Duration timeout);
 
   // Says this node's launcher is about to exit, however its workers ended.
   void Leave();

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "supervisor.h"
 
 namespace syncline::run {
 namespace {
@@ -49,14 +50,29 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
   return out;
 }
 
+// This program, to run as each worker's supervisor; "" when /proc is not
+// there to say (then workers run unsupervised, as direct children).
+const std::string& SelfExecutable() {
+  static const std::string* const self = [] {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    return new std::string(n > 0 ? std::string(buf, n) : "");
+  }();
+  return *self;
+}
+
 // Runs in the forked child: only async-signal-safe calls until execve.
-[[noreturn]] void ExecChild(pid_t parent, int in_fd, int out_fd, int err_fd,
-                            int report_fd, const char* path, char* const* argv,
+// Execs `path`: the supervisor, which reports the worker's pid, or the
+// program itself when unsupervised. A failure is reported as
+// SupervisorReport{0, errno}.
+[[noreturn]] void ExecChild(pid_t parent, bool supervised, int in_fd, int out_fd,
+                            int err_fd, int report_fd, const char* path, char* const* argv,
                             char* const* envp) {
   setpgid(0, 0);
   // Die with the launcher. If it already died between fork and prctl, the
-  // death signal would never come, so check the parent is still ours.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // death signal would never come, so check the parent is still ours. The
+  // supervisor catches its SIGHUP to take the worker's tree down with it.
+  prctl(PR_SET_PDEATHSIG, supervised ? SIGHUP : SIGKILL);
   if (getppid() != parent) _exit(127);
   // The launcher ignores SIGPIPE and catches SIGINT/SIGTERM/SIGCHLD; exec
   // resets caught signals but not ignored ones, nor the mask.
@@ -66,15 +82,17 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
+  SupervisorReport failed;
   if ((in_fd >= 0 && dup2(in_fd, STDIN_FILENO) < 0) || dup2(out_fd, STDOUT_FILENO) < 0 ||
-      dup2(err_fd, STDERR_FILENO) < 0) {
-    int err = errno;
-    (void)!write(report_fd, &err, sizeof(err));
+      dup2(err_fd, STDERR_FILENO) < 0 ||
+      (supervised && fcntl(report_fd, F_SETFD, 0) != 0)) {
+    failed.exec_errno = errno;
+    (void)!write(report_fd, &failed, sizeof(failed));
     _exit(127);
   }
   execve(path, argv, envp);
-  int err = errno;
-  (void)!write(report_fd, &err, sizeof(err));
+  failed.exec_errno = errno;
+  (void)!write(report_fd, &failed, sizeof(failed));
   _exit(127);
 }
 
@@ -127,14 +145,20 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
   }
   // Everything the child needs is prepared before fork: after fork it may
   // not allocate.
-  std::vector<char*> argv = CStrings(spec.argv);
+  pid_t parent = getpid();
+  const std::string& self = SelfExecutable();
+  const bool supervised = !self.empty();
+  std::vector<std::string> command =
+      supervised ? SupervisorCommand(self, parent, report.write, spec.path, spec.argv)
+                 : spec.argv;
+  const std::string& exec_path = supervised ? self : spec.path;
+  std::vector<char*> argv = CStrings(command);
   std::vector<char*> envp = CStrings(spec.env);
   // A worker is in its own process group, so reading a terminal would stop
   // it (SIGTTIN) and the job would hang silently; it reads /dev/null instead.
   // A pipe or file on stdin is passed through.
   int in_fd = -1;
   if (isatty(STDIN_FILENO)) in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid != 0 && in_fd >= 0) close(in_fd);
   if (pid < 0) {
@@ -142,8 +166,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
         absl::StrCat("fork for rank ", spec.rank, ": ", strerror(errno)));
   }
   if (pid == 0) {
-    ExecChild(parent, in_fd, out.write, err.write, report.write, spec.path.c_str(),
-              argv.data(), envp.data());
+    ExecChild(parent, supervised, in_fd, out.write, err.write, report.write,
+              exec_path.c_str(), argv.data(), envp.data());
   }
   // Also set the group here: whichever of parent and child runs first, the
   // group exists before the launcher ever signals it.
@@ -152,30 +176,48 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
   close(std::exchange(out.write, -1));
   close(std::exchange(err.write, -1));
 
-  // EOF means exec succeeded (the pipe closed on exec); data is exec's errno.
-  int exec_errno = 0;
-  ssize_t n;
-  do {
-    n = read(report.read, &exec_errno, sizeof(exec_errno));
-  } while (n < 0 && errno == EINTR);
-  if (n > 0) {
+  // The report: the worker's pid, or exec's errno. Unsupervised, EOF alone
+  // means exec succeeded (the pipe closed on exec).
+  SupervisorReport report_data;
+  size_t got = 0;
+  while (got < sizeof(report_data)) {
+    ssize_t n = read(report.read, reinterpret_cast<char*>(&report_data) + got,
+                     sizeof(report_data) - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  const bool started = got == sizeof(report_data) ? report_data.exec_errno == 0
+                                                  : got == 0 && !supervised;
+  if (!started) {
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    int exec_errno = report_data.exec_errno;
+    if (got != sizeof(report_data)) {
+      return absl::InternalError(absl::StrCat(
+          "the supervisor (", self, ") of rank ", spec.rank,
+          " ended before starting the program: ",
+          WIFSIGNALED(status) ? absl::StrCat("killed by ", SignalName(WTERMSIG(status)))
+                              : absl::StrCat("exited ", WEXITSTATUS(status))));
     }
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot execute '", spec.path, "' for rank ", spec.rank, ": ",
         strerror(exec_errno),
         exec_errno == ENOEXEC ? " (a script needs a #! line, e.g. #!/bin/sh)" : ""));
   }
+  pid_t worker_pid = supervised ? report_data.worker_pid : pid;
   for (int fd : {out.read, err.read}) {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   }
-  return std::unique_ptr<WorkerProcess>(
-      new WorkerProcess(spec.rank, pid, out.ReleaseRead(), err.ReleaseRead()));
+  return std::unique_ptr<WorkerProcess>(new WorkerProcess(
+      spec.rank, pid, worker_pid, out.ReleaseRead(), err.ReleaseRead()));
 }
 
-WorkerProcess::WorkerProcess(int rank, pid_t pid, int stdout_fd, int stderr_fd)
+WorkerProcess::WorkerProcess(int rank, pid_t leader, pid_t pid, int stdout_fd,
+                             int stderr_fd)
     : rank_(rank),
+      leader_(leader),
       pid_(pid),
       stdout_fd_(stdout_fd),
       stderr_fd_(stderr_fd),
@@ -187,7 +229,7 @@ WorkerProcess::~WorkerProcess() {
   if (running()) {
     Signal(SIGKILL);
     int status;
-    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    while (waitpid(leader_, &status, 0) < 0 && errno == EINTR) {
     }
   }
 }
@@ -204,7 +246,7 @@ void WorkerProcess::CloseOutput(int fd) {
 void WorkerProcess::Signal(int signo) {
   // The group outlives a reaped worker while anything it started still runs
   // (and keeps its pid from being reused), so it is signalled even then.
-  if (kill(-pid_, signo) != 0 && running()) kill(pid_, signo);
+  if (kill(-leader_, signo) != 0 && running()) kill(leader_, signo);
 }
 
 bool WorkerProcess::TryReap() {
@@ -212,9 +254,9 @@ bool WorkerProcess::TryReap() {
   int status = 0;
   pid_t r;
   do {
-    r = waitpid(pid_, &status, WNOHANG);
+    r = waitpid(leader_, &status, WNOHANG);
   } while (r < 0 && errno == EINTR);
-  if (r != pid_) return false;
+  if (r != leader_) return false;
   WorkerExit e;
   e.time = absl::Now();
   if (WIFSIGNALED(status)) {

@@ -1,10 +1,14 @@
 // worker.h: one worker process of syncline-run, started with fork+exec.
 //
 // A WorkerProcess owns a child process and the read ends of its stdout and
-// stderr pipes. The child runs in its own process group, so that a signal
-// from the launcher reaches whatever the worker started too (a shell script's
-// `sleep`, a Python helper), and it gets SIGKILL if the launcher dies
-// (PR_SET_PDEATHSIG), so an aborted launch leaves no stray ranks behind.
+// stderr pipes. The child is the worker's supervisor (supervisor.h): the
+// launcher re-executed, leader of the worker's own process group, so that a
+// signal from the launcher reaches whatever the worker started too (a shell
+// script's `sleep`, a Python helper), and a subreaper that kills the whole
+// tree when the launcher dies, so an aborted launch leaves no stray process
+// behind, grandchildren included. It exits as the worker did (code or
+// signal). Without /proc/self/exe the worker is started directly, with
+// PR_SET_PDEATHSIG only.
 // When the launcher's stdin is a terminal the worker gets /dev/null instead:
 // outside the terminal's foreground group, a read would stop it (SIGTTIN).
 //
@@ -80,6 +84,7 @@ class WorkerProcess {
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
   int rank() const { return rank_; }
+  // The program's pid (not its supervisor's), for messages.
   pid_t pid() const { return pid_; }
   absl::Time start_time() const { return start_time_; }
 
@@ -102,9 +107,10 @@ class WorkerProcess {
   const std::optional<WorkerExit>& exit() const { return exit_; }
 
  private:
-  WorkerProcess(int rank, pid_t pid, int stdout_fd, int stderr_fd);
+  WorkerProcess(int rank, pid_t leader, pid_t pid, int stdout_fd, int stderr_fd);
 
   int rank_;
+  pid_t leader_;  // our child: the supervisor, leader of the process group
   pid_t pid_;
   int stdout_fd_;
   int stderr_fd_;

@@ -33,7 +33,9 @@ const std::vector<absl::string_view>& LauncherVariables() {
                                          "MASTER_PORT",
                                          "SYNCLINE_STORE_HOSTED",
                                          "SYNCLINE_STORE_PREFIX",
-                                         "SYNCLINE_RESTART_COUNT"};
+                                         "SYNCLINE_RESTART_COUNT",
+                                         "SYNCLINE_STORE_TOKEN",
+                                         "SYNCLINE_JOB_ID"};
   return *kNames;
 }
 
@@ -76,6 +78,10 @@ std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base,
   env.push_back("SYNCLINE_STORE_HOSTED=1");
   env.push_back(absl::StrCat("SYNCLINE_STORE_PREFIX=gen", o.restart_count, "/"));
   env.push_back(absl::StrCat("SYNCLINE_RESTART_COUNT=", o.restart_count));
+  if (!o.job_id.empty()) env.push_back(absl::StrCat("SYNCLINE_JOB_ID=", o.job_id));
+  if (!o.store_token.empty()) {
+    env.push_back(absl::StrCat("SYNCLINE_STORE_TOKEN=", o.store_token));
+  }
   if (o.omp_num_threads > 0) {
     env.push_back(absl::StrCat("OMP_NUM_THREADS=", o.omp_num_threads));
   }

@@ -9,6 +9,8 @@
 //   MASTER_ADDR, MASTER_PORT   where the store listens (the real port)
 //   SYNCLINE_STORE_HOSTED=1    the launcher hosts the store, rank 0 must not
 //   SYNCLINE_STORE_PREFIX=gen<g>/ and SYNCLINE_RESTART_COUNT=<g>
+//   SYNCLINE_STORE_TOKEN      the secret the store demands (see launcher.h)
+//   SYNCLINE_JOB_ID           the job's identity, the same on every node
 //   OMP_NUM_THREADS   only when the launcher's own environment lacks it
 //
 // Inherited SYNCLINE_RANK, SYNCLINE_WORLD_SIZE, ... are removed: the core
@@ -38,6 +40,8 @@ struct WorkerEnvOptions {
   int master_port = 0;
   int restart_count = 0;
   int omp_num_threads = 0;  // 0: leave OMP_NUM_THREADS as inherited
+  std::string store_token;  // the store's SYNCLINE_STORE_TOKEN
+  std::string job_id;       // SYNCLINE_JOB_ID
 };
 
 // The variables the launcher sets itself; an inherited value of any of these
