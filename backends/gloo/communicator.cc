@@ -267,6 +267,7 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
   if (code != SL_OK) return SlSetError(err, code, "%s", message.c_str());
 
   if (op.kind == SL_OP_SEND || op.kind == SL_OP_RECV) {
+    req->clock().Start(Clock::now());  // Gloo starts it now, behind nothing
     try {
       auto buffer = StartPointToPoint(context_, op);
       if (buffer == nullptr) {
@@ -352,8 +353,10 @@ void Communicator::RunCollectiveRequest(Request& request) {
     request.Complete(code, message);
     return;
   }
+  // Its turn has come: the timeout counts from here, not from posting.
+  request.clock().Start(Clock::now());
   try {
-    RunCollective(context_, request.op(), request.Remaining());
+    RunCollective(context_, request.op(), request.clock().Remaining());
     request.Complete(SL_OK, "");
   } catch (...) {
     FailWithCurrentException(request);
@@ -386,8 +389,8 @@ void Communicator::WaitPointToPoint(Request& request) {
   try {
     ::gloo::transport::UnboundBuffer* buffer = request.buffer();
     const bool completed = request.op().kind == SL_OP_SEND
-                               ? buffer->waitSend(request.Remaining())
-                               : buffer->waitRecv(request.Remaining());
+                               ? buffer->waitSend(request.clock().Remaining())
+                               : buffer->waitRecv(request.clock().Remaining());
     if (completed) {
       request.Complete(SL_OK, "");
     } else {
@@ -402,13 +405,13 @@ void Communicator::WaitPointToPoint(Request& request) {
 void Communicator::FailWithCurrentException(Request& request) {
   std::string reason;
   const sl_result_t code = ClassifyCurrentException(&reason);
-  char head[64];
-  std::snprintf(head, sizeof(head), " after %.2f s (op timeout %" PRId64 " ms): ",
-                SecondsSince(request.posted()), request.op().timeout_ms);
+  char timeout[48];
+  std::snprintf(timeout, sizeof(timeout), " (op timeout %" PRId64 " ms): ",
+                request.op().timeout_ms);
   Fail(request, code,
        "gloo " + request.Describe() +
-           (code == SL_ERR_TIMEOUT ? " timed out on " : " failed on ") + Where() + head +
-           NamePeers(reason));
+           (code == SL_ERR_TIMEOUT ? " timed out on " : " failed on ") + Where() +
+           " after " + request.clock().Running() + timeout + NamePeers(reason));
 }
 
 void Communicator::Fail(Request& request, sl_result_t code, const std::string& message) {
