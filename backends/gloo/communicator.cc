@@ -223,7 +223,8 @@ Communicator::~Communicator() {
       running_p2p_->buffer()->abortWaitRecv();
     }
   }
-  cv_.notify_all();
+  worker_cv_.notify_all();
+  p2p_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
   if (p2p_thread_.joinable()) p2p_thread_.join();
   // Closing the pairs first guarantees that no late message lands in the
@@ -283,16 +284,23 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
         }
         p2p_.push_back(req);
       }
+      p2p_cv_.notify_one();
     } catch (...) {
       FailWithCurrentException(*req);
       int done = 0;
       return req->Test(&done, err);
     }
   } else {
-    std::lock_guard<std::mutex> lock(mu_);
-    collectives_.push_back(req);
+    bool was_empty;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      was_empty = collectives_.empty();
+      collectives_.push_back(req);
+    }
+    // A worker with ops still queued does not sleep: waking it on every post
+    // only costs both threads a context switch.
+    if (was_empty) worker_cv_.notify_one();
   }
-  cv_.notify_all();
   *request = std::move(req);
   backend::SlClearError(err);
   return SL_OK;
@@ -315,7 +323,8 @@ void Communicator::Abort() {
       running_p2p_->buffer()->abortWaitRecv();
     }
   }
-  cv_.notify_all();
+  worker_cv_.notify_all();
+  p2p_cv_.notify_all();
   // Close the links before reporting: peers blocked on this rank fail at
   // once instead of at their deadlines, and no message can land in the
   // buffer of a receive reported as aborted. A collective running here
@@ -332,7 +341,7 @@ void Communicator::WorkerLoop() {
     std::shared_ptr<Request> request;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      worker_cv_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
         return stopping_ || !collectives_.empty();
       });
       if (collectives_.empty()) return;  // stopping
@@ -368,7 +377,7 @@ void Communicator::P2pLoop() {
     std::shared_ptr<Request> request;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      p2p_cv_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
         return stopping_ || !p2p_.empty();
       });
       if (p2p_.empty()) return;  // stopping
