@@ -223,7 +223,8 @@ Communicator::~Communicator() {
       running_p2p_->buffer()->abortWaitRecv();
     }
   }
-  cv_.notify_all();
+  worker_cv_.notify_all();
+  p2p_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
   if (p2p_thread_.joinable()) p2p_thread_.join();
   // Closing the pairs first guarantees that no late message lands in the
@@ -267,6 +268,7 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
   if (code != SL_OK) return SlSetError(err, code, "%s", message.c_str());
 
   if (op.kind == SL_OP_SEND || op.kind == SL_OP_RECV) {
+    req->clock().Start(Clock::now());  // Gloo starts it now, behind nothing
     try {
       auto buffer = StartPointToPoint(context_, op);
       if (buffer == nullptr) {
@@ -282,16 +284,23 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
         }
         p2p_.push_back(req);
       }
+      p2p_cv_.notify_one();
     } catch (...) {
       FailWithCurrentException(*req);
       int done = 0;
       return req->Test(&done, err);
     }
   } else {
-    std::lock_guard<std::mutex> lock(mu_);
-    collectives_.push_back(req);
+    bool was_empty;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      was_empty = collectives_.empty();
+      collectives_.push_back(req);
+    }
+    // A worker with ops still queued does not sleep: waking it on every post
+    // only costs both threads a context switch.
+    if (was_empty) worker_cv_.notify_one();
   }
-  cv_.notify_all();
   *request = std::move(req);
   backend::SlClearError(err);
   return SL_OK;
@@ -314,7 +323,8 @@ void Communicator::Abort() {
       running_p2p_->buffer()->abortWaitRecv();
     }
   }
-  cv_.notify_all();
+  worker_cv_.notify_all();
+  p2p_cv_.notify_all();
   // Close the links before reporting: peers blocked on this rank fail at
   // once instead of at their deadlines, and no message can land in the
   // buffer of a receive reported as aborted. A collective running here
@@ -331,7 +341,7 @@ void Communicator::WorkerLoop() {
     std::shared_ptr<Request> request;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      worker_cv_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
         return stopping_ || !collectives_.empty();
       });
       if (collectives_.empty()) return;  // stopping
@@ -352,8 +362,10 @@ void Communicator::RunCollectiveRequest(Request& request) {
     request.Complete(code, message);
     return;
   }
+  // Its turn has come: the timeout counts from here, not from posting.
+  request.clock().Start(Clock::now());
   try {
-    RunCollective(context_, request.op(), request.Remaining());
+    RunCollective(context_, request.op(), request.clock().Remaining());
     request.Complete(SL_OK, "");
   } catch (...) {
     FailWithCurrentException(request);
@@ -365,7 +377,7 @@ void Communicator::P2pLoop() {
     std::shared_ptr<Request> request;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      p2p_cv_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
         return stopping_ || !p2p_.empty();
       });
       if (p2p_.empty()) return;  // stopping
@@ -386,8 +398,8 @@ void Communicator::WaitPointToPoint(Request& request) {
   try {
     ::gloo::transport::UnboundBuffer* buffer = request.buffer();
     const bool completed = request.op().kind == SL_OP_SEND
-                               ? buffer->waitSend(request.Remaining())
-                               : buffer->waitRecv(request.Remaining());
+                               ? buffer->waitSend(request.clock().Remaining())
+                               : buffer->waitRecv(request.clock().Remaining());
     if (completed) {
       request.Complete(SL_OK, "");
     } else {
@@ -402,13 +414,13 @@ void Communicator::WaitPointToPoint(Request& request) {
 void Communicator::FailWithCurrentException(Request& request) {
   std::string reason;
   const sl_result_t code = ClassifyCurrentException(&reason);
-  char head[64];
-  std::snprintf(head, sizeof(head), " after %.2f s (op timeout %" PRId64 " ms): ",
-                SecondsSince(request.posted()), request.op().timeout_ms);
+  char timeout[48];
+  std::snprintf(timeout, sizeof(timeout), " (op timeout %" PRId64 " ms): ",
+                request.op().timeout_ms);
   Fail(request, code,
        "gloo " + request.Describe() +
-           (code == SL_ERR_TIMEOUT ? " timed out on " : " failed on ") + Where() + head +
-           NamePeers(reason));
+           (code == SL_ERR_TIMEOUT ? " timed out on " : " failed on ") + Where() +
+           " after " + request.clock().Running() + timeout + NamePeers(reason));
 }
 
 void Communicator::Fail(Request& request, sl_result_t code, const std::string& message) {

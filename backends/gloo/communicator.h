@@ -112,7 +112,10 @@ class Communicator {
   const std::vector<std::pair<std::string, int>> peer_addresses_;
 
   std::mutex mu_;
-  std::condition_variable cv_;
+  // One per thread, so that posting a collective wakes only the worker, and
+  // only when it may be asleep (its queue was empty).
+  std::condition_variable worker_cv_;
+  std::condition_variable p2p_cv_;
   std::deque<std::shared_ptr<Request>> collectives_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<Request>> p2p_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Request> running_collective_ ABSL_GUARDED_BY(mu_);

@@ -9,30 +9,10 @@
 #include "gloo/transport/unbound_buffer.h"
 
 namespace syncline::gloo_backend {
-namespace {
-
-// "No timeout" still needs a finite value for Gloo's waits: a week is
-// effectively forever for one collective.
-constexpr std::chrono::milliseconds kNoTimeout = std::chrono::hours(24 * 7);
-
-Clock::time_point DeadlineOf(const sl_op_t& op, Clock::time_point now) {
-  return now +
-         (op.timeout_ms > 0 ? std::chrono::milliseconds(op.timeout_ms) : kNoTimeout);
-}
-
-}  // namespace
-
-Request::Request(const sl_op_t& op)
-    : op_(op), posted_(Clock::now()), deadline_(DeadlineOf(op, posted_)) {}
+Request::Request(const sl_op_t& op) : op_(op), clock_(op.timeout_ms) {}
 
 // Out of line so that work.h need not include Gloo's UnboundBuffer.
 Request::~Request() = default;
-
-std::chrono::milliseconds Request::Remaining() const {
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
-  return std::max(left, std::chrono::milliseconds(1));
-}
 
 std::string Request::Describe() const {
   return backend::SlDescribeOp(op_);

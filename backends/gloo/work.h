@@ -23,6 +23,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "backends/common/op_clock.h"
 #include "syncline/plugin_abi.h"
 
 namespace gloo::transport {
@@ -36,16 +37,14 @@ using Clock = std::chrono::steady_clock;
 class Request {
  public:
   // `op` is copied (its buffers are views; the caller keeps them alive).
-  // The op's deadline starts now.
+  // Its deadline counts from clock().Start(): when the worker takes it up
+  // (collectives) or at posting (sends and receives); see op_clock.h.
   explicit Request(const sl_op_t& op);
   ~Request();
 
   const sl_op_t& op() const { return op_; }
-  Clock::time_point deadline() const { return deadline_; }
-  Clock::time_point posted() const { return posted_; }
-
-  // Time left until the deadline, at least 1 ms (Gloo treats 0 specially).
-  std::chrono::milliseconds Remaining() const;
+  backend::OpClock& clock() { return clock_; }
+  const backend::OpClock& clock() const { return clock_; }
 
   // "allreduce #5 (f32 x 1001, sum)", for messages.
   std::string Describe() const;
@@ -68,8 +67,7 @@ class Request {
   sl_result_t ResultLocked(sl_error_t* err) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const sl_op_t op_;
-  const Clock::time_point posted_;
-  const Clock::time_point deadline_;
+  backend::OpClock clock_;
   // Set before the request is shared with the p2p thread, then immutable.
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
 

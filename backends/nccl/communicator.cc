@@ -252,6 +252,9 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
       // Break() ran between the issue and here and did not see this request.
       req->Complete(broken_code_, unusable());
     } else {
+      // With nothing ahead of it on the stream, its turn is now; otherwise
+      // the watchdog starts its clock when the op before it has finished.
+      if (pending_.empty()) req->clock().Start(Clock::now());
       pending_.push_back(req);
     }
   }
@@ -288,7 +291,9 @@ sl_result_t Communicator::IssueLocked(Request& request, std::string* message,
   }
   ncclResult_t nccl =
       EnqueueOp(comm_.get(), op, rank_, size_, stream_.get(), scratch_.get());
-  if (nccl == ncclInProgress) nccl = AwaitEnqueueLocked(request.deadline());
+  if (nccl == ncclInProgress) {
+    nccl = AwaitEnqueueLocked(request.clock().DeadlineIfStartedAt(Clock::now()));
+  }
   if (nccl == ncclInProgress) {
     *broke = true;
     *message =

@@ -10,13 +10,6 @@
 #include "backends/nccl/communicator.h"
 
 namespace syncline::nccl_backend {
-namespace {
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-}  // namespace
 
 void Communicator::WatchdogLoop() {
   // This thread is the plugin's own, so it may keep the device current.
@@ -39,8 +32,13 @@ void Communicator::Sweep() {
     if (broken_code_ != SL_OK) return;
     // One stream: ops complete in issue order, so stop at the first running.
     while (!pending_.empty() && pending_.front()->Poll()) pending_.pop_front();
-    if (!pending_.empty()) oldest = pending_.front();
     const Clock::time_point now = Clock::now();
+    if (!pending_.empty()) {
+      oldest = pending_.front();
+      // The op before it has finished (seen now, at most one period late):
+      // its timeout counts from here, not from its posting.
+      oldest->clock().Start(now);
+    }
     for (const auto& request : pending_) {
       if (now >= request->deadline()) {
         expired = request;
@@ -66,9 +64,9 @@ void Communicator::Sweep() {
   if (expired != nullptr && expired->Poll()) expired.reset();  // just finished
   BreakReason reason;
   if (expired != nullptr) {
-    char head[160];
-    std::snprintf(head, sizeof(head), "after %.1f s (op timeout %" PRId64 " ms; %s)",
-                  SecondsSince(expired->posted()), expired->op().timeout_ms,
+    char head[320];
+    std::snprintf(head, sizeof(head), "after %s (op timeout %" PRId64 " ms; %s)",
+                  expired->clock().Running().c_str(), expired->op().timeout_ms,
                   nccl_state.c_str());
     reason.code = SL_ERR_ABORTED;
     reason.cause =

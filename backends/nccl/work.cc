@@ -18,19 +18,13 @@ constexpr std::chrono::microseconds kSpinFor(50);
 constexpr std::chrono::microseconds kFirstSleep(10);
 constexpr std::chrono::microseconds kMaxSleep(1000);
 
-Clock::time_point DeadlineOf(const sl_op_t& op, Clock::time_point now) {
-  if (op.timeout_ms <= 0) return Clock::time_point::max();
-  return now + std::chrono::milliseconds(op.timeout_ms);
-}
-
 }  // namespace
 
 Request::Request(const sl_op_t& op, std::string where, int device, Event done_event)
     : op_(op),
       where_(std::move(where)),
       device_(device),
-      posted_(Clock::now()),
-      deadline_(DeadlineOf(op, posted_)),
+      clock_(op.timeout_ms),
       done_event_(std::move(done_event)) {}
 
 std::string Request::Describe() const {

@@ -37,6 +37,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "backends/common/op_clock.h"
 #include "backends/nccl/cuda_handles.h"
 #include "syncline/plugin_abi.h"
 
@@ -48,13 +49,15 @@ class Request {
  public:
   // `op` is copied (its buffers are views; the caller keeps them alive).
   // `where` ("rank 1/4") is used in messages; `device` is the communicator's
-  // CUDA device. The deadline starts now.
+  // CUDA device. Its deadline counts from clock().Start(): when the op
+  // before it on the communicator's stream has finished (op_clock.h).
   Request(const sl_op_t& op, std::string where, int device, Event done_event);
 
   const sl_op_t& op() const { return op_; }
-  Clock::time_point posted() const { return posted_; }
-  // Clock::time_point::max() when the op has no deadline.
-  Clock::time_point deadline() const { return deadline_; }
+  backend::OpClock& clock() { return clock_; }
+  const backend::OpClock& clock() const { return clock_; }
+  // Clock::time_point::max() when the op has no deadline or has not started.
+  Clock::time_point deadline() const { return clock_.deadline(); }
   cudaEvent_t done_event() const { return done_event_.get(); }
 
   // "allreduce #5 (bf16 x 1001, avg)", for messages.
@@ -90,8 +93,7 @@ class Request {
   const sl_op_t op_;
   const std::string where_;
   const int device_;
-  const Clock::time_point posted_;
-  const Clock::time_point deadline_;
+  backend::OpClock clock_;
   // Recorded once by Post() before the request is shared; then only queried.
   const Event done_event_;
 

@@ -11,16 +11,6 @@
 #include "backends/ucx/tag.h"
 
 namespace syncline::ucx_backend {
-namespace {
-
-std::string Seconds(Clock::time_point since) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.2f s",
-                std::chrono::duration<double>(Clock::now() - since).count());
-  return text;
-}
-
-}  // namespace
 
 void Communicator::TakeIncoming() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -133,12 +123,14 @@ void Communicator::AdvanceCollectives(Clock::time_point now) {
                                        "; still waiting on " + op.Waiting());
       return;
     }
+    // Only the front one runs: its timeout counts from when it got here.
+    op.request().clock().Start(now);
     if (!op.Advance(wire_)) {
-      if (now < op.request().deadline()) return;  // only the front one runs
+      if (now < op.request().deadline()) return;
       const std::string waiting = op.Waiting();
       FailCollectives(SL_ERR_TIMEOUT,
                       "ucx " + op.request().Describe() + " timed out on " + Where() +
-                          " after " + Seconds(op.request().posted()) + " (op timeout " +
+                          " after " + op.request().clock().Running() + " (op timeout " +
                           std::to_string(op.request().op().timeout_ms) + " ms) in " +
                           op.Progress() + "; still waiting on " +
                           (waiting.empty() ? "nothing posted" : waiting) +
@@ -174,7 +166,7 @@ void Communicator::AdvancePointToPoint(Clock::time_point now) {
     } else if (!finished && now >= op.request().deadline()) {
       code = SL_ERR_TIMEOUT;
       message = "ucx " + op.request().Describe() + " timed out on " + Where() +
-                " after " + Seconds(op.request().posted()) + " (op timeout " +
+                " after " + op.request().clock().Running() + " (op timeout " +
                 std::to_string(op.request().op().timeout_ms) + " ms); rank " +
                 std::to_string(peer) + " never posted the matching " +
                 (op.request().op().kind == SL_OP_SEND ? "recv" : "send");

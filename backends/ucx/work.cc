@@ -11,14 +11,6 @@
 namespace syncline::ucx_backend {
 namespace {
 
-// "No timeout" still needs a finite deadline for arithmetic: a week.
-constexpr std::chrono::hours kNoTimeout(24 * 7);
-
-Clock::time_point DeadlineOf(const sl_op_t& op, Clock::time_point now) {
-  if (op.timeout_ms <= 0) return now + kNoTimeout;
-  return now + std::chrono::milliseconds(op.timeout_ms);
-}
-
 }  // namespace
 
 Request::Request(Transport* transport, const sl_op_t& op, int group_size,
@@ -27,8 +19,9 @@ Request::Request(Transport* transport, const sl_op_t& op, int group_size,
       op_(op),
       label_(std::move(label)),
       group_size_(group_size),
-      posted_(Clock::now()),
-      deadline_(DeadlineOf(op, posted_)) {}
+      clock_(op.timeout_ms) {
+  if (op.kind == SL_OP_SEND || op.kind == SL_OP_RECV) clock_.Start(clock_.posted());
+}
 
 std::string Request::Describe() const {
   if (!label_.empty()) return label_;

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "backends/common/op_clock.h"
 #include "syncline/plugin_abi.h"
 
 namespace syncline::ucx_backend {
@@ -35,16 +36,20 @@ class Transport;
 
 class Request {
  public:
-  // `op` is copied (its buffers are views the caller keeps alive); the op's
-  // deadline starts now. `transport` drives it (transport.h). A non-empty
+  // `op` is copied (its buffers are views the caller keeps alive). Its
+  // deadline counts from clock().Start(): at posting for sends and receives,
+  // which run side by side; when it reaches the front of the collectives'
+  // queue for a collective (op_clock.h). `transport` drives it (transport.h). A non-empty
   // `label` replaces Describe()'s text (the backend's own ops, e.g. Split's
   // allgather, which has no sequence number of the core's).
   Request(Transport* transport, const sl_op_t& op, int group_size, std::string label = "");
 
   const sl_op_t& op() const { return op_; }
   int group_size() const { return group_size_; }
-  Clock::time_point posted() const { return posted_; }
-  Clock::time_point deadline() const { return deadline_; }
+  backend::OpClock& clock() { return clock_; }
+  const backend::OpClock& clock() const { return clock_; }
+  // time_point::max() until the op has started (see clock()).
+  Clock::time_point deadline() const { return clock_.deadline(); }
 
   // "allreduce #5 (f32 x 1001, sum)", for messages.
   std::string Describe() const;
@@ -66,8 +71,7 @@ class Request {
   const sl_op_t op_;
   const std::string label_;
   const int group_size_;
-  const Clock::time_point posted_;
-  const Clock::time_point deadline_;
+  backend::OpClock clock_;
 
   mutable std::mutex mu_;
   std::atomic<bool> done_{false};

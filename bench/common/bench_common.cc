@@ -187,4 +187,11 @@ double Median(std::vector<double> values) {
   return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
 }
 
+void MaxOfDoubles(void* out, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<double*>(out);
+  const auto* x = static_cast<const double*>(a);
+  const auto* y = static_cast<const double*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = std::max(x[i], y[i]);
+}
+
 }  // namespace syncline::bench

@@ -112,6 +112,10 @@ bool WriteRowsJson(const std::string& path, const std::string& program,
 // Median of `values` (the mean of the middle two for an even count).
 double Median(std::vector<double> values);
 
+// out[i] = max(a[i], b[i]) over `n` doubles: the reduce function of the
+// programs that call Gloo directly, to find the slowest rank's times.
+void MaxOfDoubles(void* out, const void* a, const void* b, size_t n);
+
 }  // namespace syncline::bench
 
 #endif  // SYNCLINE_BENCH_COMMON_BENCH_COMMON_H_

@@ -6,9 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 extern char** environ;
@@ -102,6 +104,28 @@ bool WaitAll(const std::vector<pid_t>& pids, double timeout_s, std::string* why)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return all_ok;
+}
+
+int LaunchRanksInTempDir(const char* name, int world_size, const std::string& dir_flag,
+                         int argc, char** argv) {
+  char dir[] = "/tmp/syncline-bench-XXXXXX";
+  if (mkdtemp(dir) == nullptr) {
+    std::fprintf(stderr, "%s: mkdtemp: %s\n", name, std::strerror(errno));
+    return 1;
+  }
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world_size; ++r) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    args.push_back("--rank=" + std::to_string(r));
+    args.push_back(dir_flag + "=" + dir);
+    pids.push_back(SpawnSelf(args, {}, /*show_stdout=*/r == 0));
+  }
+  std::string why;
+  const bool ok = WaitAll(pids, 900, &why);
+  if (!ok) std::fprintf(stderr, "%s: %s\n", name, why.c_str());
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  return ok ? 0 : 1;
 }
 
 }  // namespace syncline::bench

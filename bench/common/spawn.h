@@ -39,6 +39,16 @@ pid_t SpawnSelf(const std::vector<std::string>& args,
 // True when all exited with status 0; otherwise `why` says who did not.
 bool WaitAll(const std::vector<pid_t>& pids, double timeout_s, std::string* why);
 
+// LaunchRanksInTempDir()
+//
+// The launcher of a program whose ranks meet through files: makes a fresh
+// folder under /tmp, starts `world_size` copies of this program with argv's
+// flags plus --rank=<r> and <dir_flag>=<folder> (rank 0's stdout shown),
+// waits up to 900 s, and removes the folder. `name` prefixes messages.
+// Returns the exit status for main(): 0 when every rank succeeded.
+int LaunchRanksInTempDir(const char* name, int world_size, const std::string& dir_flag,
+                         int argc, char** argv);
+
 }  // namespace syncline::bench
 
 #endif  // SYNCLINE_BENCH_COMMON_SPAWN_H_

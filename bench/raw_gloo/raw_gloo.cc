@@ -14,14 +14,11 @@
 //   syncline-bench-raw-gloo [--world_size=2] [--ops=allreduce,allgather,broadcast]
 //       [--min_bytes=8] [--max_bytes=64M] [--factor=4] [--warmup=2]
 //       [--repetitions=5] [--json=FILE]
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -107,13 +104,6 @@ void SumFloats(void* out, const void* a, const void* b, size_t n) {
   for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
 }
 
-void MaxDoubles(void* out, const void* a, const void* b, size_t n) {
-  double* o = static_cast<double*>(out);
-  const double* x = static_cast<const double*>(a);
-  const double* y = static_cast<const double*>(b);
-  for (size_t i = 0; i < n; ++i) o[i] = std::max(x[i], y[i]);
-}
-
 class RawGloo {
  public:
   explicit RawGloo(std::shared_ptr<::gloo::Context> context) : context_(std::move(context)) {}
@@ -154,7 +144,7 @@ class RawGloo {
   std::vector<double> Max(std::vector<double> values) {
     ::gloo::AllreduceOptions options(context_);
     options.setOutput(values.data(), values.size());
-    options.setReduceFunction(&MaxDoubles);
+    options.setReduceFunction(&MaxOfDoubles);
     Finish(options);
     ::gloo::allreduce(options);
     return values;
@@ -256,32 +246,14 @@ int RunRank(const Flags& flags) {
   return 0;
 }
 
-int Launch(const Flags& flags, int argc, char** argv) {
-  char dir[] = "/tmp/syncline-raw-gloo-XXXXXX";
-  if (mkdtemp(dir) == nullptr) {
-    std::perror("raw-gloo: mkdtemp");
-    return 1;
-  }
-  std::vector<pid_t> pids;
-  for (int r = 0; r < flags.world_size; ++r) {
-    std::vector<std::string> args(argv + 1, argv + argc);
-    args.push_back("--rank=" + std::to_string(r));
-    args.push_back("--store_dir=" + std::string(dir));
-    pids.push_back(SpawnSelf(args, {}, /*show_stdout=*/r == 0));
-  }
-  std::string why;
-  const bool ok = WaitAll(pids, 900, &why);
-  if (!ok) std::fprintf(stderr, "raw-gloo: %s\n", why.c_str());
-  std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
-  return ok ? 0 : 1;
-}
-
 }  // namespace
 }  // namespace syncline::bench
 
 int main(int argc, char** argv) {
   const syncline::bench::Flags flags = syncline::bench::ParseFlags(argc, argv);
-  if (flags.rank < 0) return syncline::bench::Launch(flags, argc, argv);
+  if (flags.rank < 0) {
+    return syncline::bench::LaunchRanksInTempDir("raw-gloo", flags.world_size, "--store_dir",
+                                                 argc, argv);
+  }
   return syncline::bench::RunRank(flags);
 }

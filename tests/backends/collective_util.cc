@@ -3,7 +3,20 @@
 #include <cmath>
 #include <cstring>
 
+#include "gtest/gtest.h"
+
 namespace syncline::testing {
+
+std::unique_ptr<Communicator> ConnectForTest(const std::string& backend,
+                                             absl::Duration timeout) {
+  CommunicatorOptions options;
+  options.backend = backend;
+  options.timeout = timeout;
+  auto comm = Communicator::Create(options);
+  EXPECT_TRUE(comm.ok()) << comm.status();
+  return comm.ok() ? std::move(comm).value() : nullptr;
+}
+
 namespace {
 
 // Independent of backends/common/half.h on purpose: these only need to be

@@ -13,12 +13,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+#include "syncline/communicator.h"
 #include "syncline/types.h"
 
 namespace syncline::testing {
+
+// A communicator over `backend` from the rendezvous environment RunRanks()
+// sets, with `timeout` as init and op deadline; null (and a gtest failure
+// naming why) if it could not be created.
+std::unique_ptr<Communicator> ConnectForTest(const std::string& backend,
+                                             absl::Duration timeout);
 
 inline const std::vector<DataType>& AllDataTypes() {
   static const std::vector<DataType> kAll = {

@@ -11,7 +11,10 @@
 //  - Ops are asynchronous and return a Work. Buffers must stay valid until the
 //    Work completes.
 //  - Every op has a deadline (OpOptions::timeout, or the communicator's
-//    default). A dead or wedged peer becomes an error, never a hang.
+//    default). A dead or wedged peer becomes an error, never a hang. The
+//    deadline counts from when the op can start: ops run in order, so from
+//    when the op before it has finished on this rank. Posting many ops at
+//    once does not make the later ones time out.
 //  - Results are deterministic for a given backend, world size and input.
 //
 // Thread safety: posting ops is serialized internally, but ops must still be

@@ -142,7 +142,9 @@ typedef struct sl_op {
   int32_t root;         /* BROADCAST, REDUCE */
   int32_t peer;         /* SEND, RECV */
   uint32_t tag;         /* SEND, RECV: user tag */
-  int64_t timeout_ms;   /* the op must fail by then; <= 0 means none */
+  int64_t timeout_ms;   /* the op must fail this long after it can start
+                           (posting, or the end of the communicator's op
+                           before it, which it runs after); <= 0: none */
 } sl_op_t;
 
 /*
