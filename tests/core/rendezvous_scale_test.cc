@@ -19,12 +19,14 @@
 #include "gtest/gtest.h"
 #include "syncline/rendezvous.h"
 #include "syncline/tcp_store.h"
+#include "common/counting_store.h"
 
 namespace syncline {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::CountingStore;
 
 // Two descriptors per simulated rank (its client and the server's end).
 void RaiseOpenFileLimit(int ranks) {
@@ -109,61 +111,6 @@ TEST(RendezvousScale, AWorldOf4100NamesTheMissingAsRangesOnEveryRank) {
     EXPECT_EQ(s, statuses[0]) << "one verdict for every rank";
   }
 }
-
-// Counts the requests a rank makes and the keys they name; `before_get`, if
-// set, runs before each Get is passed on.
-class CountingStore final : public Store {
- public:
-  explicit CountingStore(std::shared_ptr<Store> base,
-                         std::function<void(absl::string_view)> before_get = {})
-      : base_(std::move(base)), before_get_(std::move(before_get)) {}
-  absl::Status Set(absl::string_view k, absl::string_view v) override {
-    Count(1);
-    return base_->Set(k, v);
-  }
-  absl::StatusOr<std::string> Get(absl::string_view k, absl::Duration t) override {
-    Count(1);
-    if (before_get_) before_get_(k);
-    return base_->Get(k, t);
-  }
-  absl::StatusOr<int64_t> Add(absl::string_view k, int64_t d) override {
-    Count(1);
-    return base_->Add(k, d);
-  }
-  absl::Status Wait(absl::Span<const std::string> k, absl::Duration t) override {
-    Count(k.size());
-    return base_->Wait(k, t);
-  }
-  absl::StatusOr<std::string> CompareSet(absl::string_view k, absl::string_view e,
-                                         absl::string_view d) override {
-    Count(1);
-    return base_->CompareSet(k, e, d);
-  }
-  absl::StatusOr<bool> Delete(absl::string_view k) override {
-    Count(1);
-    return base_->Delete(k);
-  }
-  absl::StatusOr<int64_t> NumKeys() override {
-    Count(1);
-    return base_->NumKeys();
-  }
-  absl::StatusOr<std::vector<bool>> Check(absl::Span<const std::string> k) override {
-    Count(k.size());
-    return base_->Check(k);
-  }
-  int requests() const { return requests_; }
-  int keys() const { return keys_; }
-
- private:
-  void Count(size_t keys) {
-    ++requests_;
-    keys_ += static_cast<int>(keys);
-  }
-  std::shared_ptr<Store> base_;
-  std::function<void(absl::string_view)> before_get_;
-  std::atomic<int> requests_{0};
-  std::atomic<int> keys_{0};
-};
 
 struct Costs {
   int max_requests = 0;

@@ -1,0 +1,48 @@
+// ucx_test_util.h: what the UCX multi-rank tests share: a client of the
+// job's store and a UCX communicator made on it.
+#ifndef SYNCLINE_TESTS_BACKENDS_UCX_UCX_TEST_UTIL_H_
+#define SYNCLINE_TESTS_BACKENDS_UCX_UCX_TEST_UTIL_H_
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "syncline/communicator.h"
+#include "syncline/store.h"
+#include "syncline/tcp_store.h"
+
+namespace syncline::testing {
+
+// A client of the store RunRanks hosts (MASTER_PORT on 127.0.0.1).
+inline std::shared_ptr<Store> JobStore() {
+  const char* port = std::getenv("MASTER_PORT");
+  int port_number = 0;
+  if (port == nullptr || !absl::SimpleAtoi(port, &port_number)) return nullptr;
+  auto tcp = ConnectTcpStore({.host = "127.0.0.1", .port = port_number});
+  EXPECT_TRUE(tcp.ok()) << tcp.status();
+  return tcp.ok() ? *tcp : nullptr;
+}
+
+// A UCX communicator on `store` (null: rendezvous from the environment).
+inline std::unique_ptr<Communicator> CreateUcx(
+    std::shared_ptr<Store> store = nullptr, int rank = -1, int size = -1,
+    const std::string& backend_options = "", absl::Duration timeout = absl::Seconds(60)) {
+  CommunicatorOptions options;
+  options.backend = "ucx";
+  options.backend_options = backend_options;
+  options.timeout = timeout;
+  options.store = std::move(store);
+  options.rank = rank;
+  options.world_size = size;
+  auto comm = Communicator::Create(options);
+  EXPECT_TRUE(comm.ok()) << comm.status();
+  return comm.ok() ? std::move(comm).value() : nullptr;
+}
+
+}  // namespace syncline::testing
+
+#endif  // SYNCLINE_TESTS_BACKENDS_UCX_UCX_TEST_UTIL_H_
