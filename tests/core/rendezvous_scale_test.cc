@@ -159,6 +159,55 @@ TEST(RendezvousScale, ARanksStoreRequestsDoNotGrowWithTheWorldSize) {
   EXPECT_EQ(large.median_requests, small.median_requests);
 }
 
+TEST(RendezvousScale, NodeLeadersCheckInForTheirNodesRanks) {
+  // 64 ranks as 8 nodes of 8: one check-in per node.
+  constexpr int kNodes = 8, kPerNode = 8, kWorld = kNodes * kPerNode;
+  std::shared_ptr<Store> shared = MakeHashStore();
+  std::vector<std::unique_ptr<CountingStore>> stores;
+  for (int n = 0; n < kNodes; ++n) stores.push_back(std::make_unique<CountingStore>(shared));
+  std::vector<absl::Status> statuses(kNodes);
+  std::vector<std::thread> threads;
+  for (int n = 0; n < kNodes; ++n) {
+    threads.emplace_back([&, n] {
+      RendezvousInfo info;
+      info.rank = n * kPerNode;
+      info.world_size = kWorld;
+      info.check_in_ranks = kPerNode;
+      statuses[n] = RendezvousCheckIn(*stores[n], info, absl::Seconds(120));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int n = 0; n < kNodes; ++n) {
+    EXPECT_TRUE(statuses[n].ok()) << "node " << n << ": " << statuses[n];
+    // Read rank 0's record, claim 8 keys, arrive, await; rank 0 also reads
+    // the event list, the last arrival publishes.
+    EXPECT_LE(stores[n]->requests(), 8 + kPerNode) << "node " << n;
+  }
+  EXPECT_EQ(*shared->Add("rdzv/arrived", 0), kWorld);
+  std::vector<std::string> keys;
+  for (int r = 0; r < kWorld; ++r) keys.push_back(absl::StrCat("rdzv/rank/", r));
+  auto present = shared->Check(keys);
+  ASSERT_TRUE(present.ok()) << present.status();
+  for (int r = 0; r < kWorld; ++r) EXPECT_TRUE((*present)[r]) << "rank " << r;
+
+  // A process that starts rank 13 by itself finds it held by node 1's leader.
+  RendezvousInfo stray;
+  stray.rank = 13;
+  stray.world_size = kWorld;
+  absl::Status refused = RendezvousCheckIn(*shared, stray, absl::Seconds(5));
+  EXPECT_TRUE(absl::IsAlreadyExists(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("rank 13 is claimed by two"));
+
+  // A leader's range must fit the world.
+  RendezvousInfo too_far;
+  too_far.rank = 60;
+  too_far.world_size = kWorld;
+  too_far.check_in_ranks = 8;
+  absl::Status invalid = RendezvousCheckIn(*MakeHashStore(), too_far, absl::Seconds(1));
+  EXPECT_TRUE(absl::IsInvalidArgument(invalid)) << invalid;
+  EXPECT_THAT(std::string(invalid.message()), HasSubstr("8 ranks from rank 60"));
+}
+
 TEST(RendezvousScale, TheHostingRankKeepsTheStoreUntilTheOthersHaveReadTheVerdict) {
   // Rank 0 hosts the store (as without a launcher) and times out for a world
   // of 3 with rank 2 missing. Rank 1 reads late, yet gets the same verdict.
