@@ -3,29 +3,20 @@
 #ifndef SYNCLINE_TESTS_BACKENDS_UCX_UCX_TEST_UTIL_H_
 #define SYNCLINE_TESTS_BACKENDS_UCX_UCX_TEST_UTIL_H_
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/time/time.h"
+#include "common/multiprocess.h"
 #include "gtest/gtest.h"
 #include "syncline/communicator.h"
 #include "syncline/store.h"
-#include "syncline/tcp_store.h"
 
 namespace syncline::testing {
 
 // A client of the store RunRanks hosts (MASTER_PORT on 127.0.0.1).
-inline std::shared_ptr<Store> JobStore() {
-  const char* port = std::getenv("MASTER_PORT");
-  int port_number = 0;
-  if (port == nullptr || !absl::SimpleAtoi(port, &port_number)) return nullptr;
-  auto tcp = ConnectTcpStore({.host = "127.0.0.1", .port = port_number});
-  EXPECT_TRUE(tcp.ok()) << tcp.status();
-  return tcp.ok() ? *tcp : nullptr;
-}
+inline std::shared_ptr<Store> JobStore() { return ConnectJobStore(); }
 
 // A UCX communicator on `store` (null: rendezvous from the environment).
 inline std::unique_ptr<Communicator> CreateUcx(
