@@ -15,7 +15,8 @@ processes) all start at once against one store on 127.0.0.1 and do:
 
 The store server runs in a process of its own. Times are CLOCK_MONOTONIC,
 from the moment every worker is released to the latest rank to finish a
-phase: "connect" (client connected) and "total" (checked in). Output: a CSV
+phase: "connect" (client connected) and "total" (checked in), and the CPU
+time the store server spent meanwhile (/proc/<pid>/stat). Output: a CSV
 row per run and, with --png, a plot (log-log).
 
 Usage: run.py --sizes 256,512,1024,2048,4096 --processes 4 --repeats 3 \
@@ -86,6 +87,13 @@ def torch_worker(port, world, first, count):
                                 state["first_error"].replace("\n", " ")), flush=True)
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far (its threads included)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def start(cmd):
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, bufsize=1)
@@ -95,6 +103,7 @@ def run_case(impl, binary, world, processes, per_check_in):
     me = [sys.executable, os.path.abspath(__file__)]
     server = start(me + ["--torch-serve"] if impl == "torch" else [binary, "--serve"])
     port = int(server.stdout.readline().split()[1])
+    cpu_before = cpu_seconds(server.pid)
     # Split the ranks into `processes` shares, whole nodes each.
     nodes = world // per_check_in
     workers, first = [], 0
@@ -124,11 +133,13 @@ def run_case(impl, binary, world, processes, per_check_in):
         done = max(done, int(fields[2]))
         errors += int(fields[3])
         first_error = first_error or (fields[4].strip() if len(fields) > 4 else "")
+    server_cpu = cpu_seconds(server.pid) - cpu_before
+    for w in workers:
         w.stdin.close()
         w.wait()
     server.stdin.close()
     server.wait()
-    return (connected - t0) / 1e9, (done - t0) / 1e9, errors, first_error
+    return (connected - t0) / 1e9, (done - t0) / 1e9, server_cpu, errors, first_error
 
 
 def plot(rows, png):
@@ -191,7 +202,7 @@ def main():
         cases.append(("torch", 1))
     rows = []
     fields = ["impl", "ranks", "processes", "per_check_in", "repeat", "connect_s",
-              "total_s", "errors", "load1", "first_error"]
+              "total_s", "server_cpu_s", "errors", "load1", "first_error"]
     with open(a.csv, "w", newline="") as f:
         out = csv.DictWriter(f, fieldnames=fields)
         out.writeheader()
@@ -201,15 +212,17 @@ def main():
                     if n % k:
                         continue
                     load1 = os.getloadavg()[0]
-                    conn, total, errors, err = run_case(impl, a.binary, n, a.processes, k)
+                    conn, total, cpu, errors, err = run_case(impl, a.binary, n, a.processes, k)
                     row = dict(impl=impl, ranks=n, processes=a.processes, per_check_in=k,
                                repeat=rep, connect_s="%.4f" % conn, total_s="%.4f" % total,
-                               errors=errors, load1="%.2f" % load1, first_error=err)
+                               server_cpu_s="%.3f" % cpu, errors=errors,
+                               load1="%.2f" % load1, first_error=err)
                     rows.append(row)
                     out.writerow(row)
                     f.flush()
-                    print("%-8s N=%-5d k=%-2d connect %.3f s total %.3f s errors %d load %.2f %s"
-                          % (impl, n, k, conn, total, errors, load1, err), flush=True)
+                    print("%-8s N=%-5d k=%-2d connect %.3f s total %.3f s server cpu %.3f s "
+                          "errors %d load %.2f %s"
+                          % (impl, n, k, conn, total, cpu, errors, load1, err), flush=True)
     if a.png:
         plot(rows, a.png)
 
