@@ -179,7 +179,7 @@ sl_result_t Communicator::Create(const sl_comm_config_t& config,
     auto context =
         std::make_shared<::gloo::rendezvous::Context>(config.rank, config.size);
     context->setTimeout(timeout);
-    StoreAdapter store(config.store, start + timeout);
+    StoreAdapter store(config.store, config.rank, config.size, start + timeout);
     context->connectFullMesh(store, device);
     comm->reset(
         new Communicator(config.rank, config.size, std::move(context), std::move(device),

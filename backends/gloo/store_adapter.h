@@ -6,6 +6,20 @@
 // communicator), with one deadline for the whole bootstrap so that a rank
 // that never shows up fails the join in time, not once per key.
 //
+// Scale: Debian's Gloo (2022-05) sets, under key "<r>", one blob with rank
+// r's address for each of its N-1 peers in rank order, and every rank reads
+// every other rank's blob whole to extract the one entry meant for it
+// (Context::extractAddress): (N-1)^2 addresses of 136 bytes read per rank,
+// O(N^3) bytes in all (30 kB per rank at 16 ranks, 143 MB at 1,024, 13.6 GB
+// at 10k). The adapter stores such a blob as one key per entry
+// ("gloo/pair/<r>/<i>") and answers Gloo's read of rank r's blob with a blob
+// of the same size that holds only the entry Gloo extracts (the others are
+// zero and never read): N-1 addresses read per rank, O(N^2) bytes in all, at
+// the price of N-1 small sets instead of one. The full mesh itself (N-1
+// sockets per rank) is Gloo's; this Gloo has no lazy connection mode.
+// A value that wait() fetched is kept for the get() that follows it, so
+// each value crosses the network once.
+//
 // Errors: a failing store call throws StoreError, which keeps the store's
 // result code (e.g. SL_ERR_TIMEOUT) and message, so comm_create can report
 // them as they are rather than as a generic Gloo exception.
@@ -38,7 +52,9 @@ class StoreError : public std::runtime_error {
 class StoreAdapter : public ::gloo::rendezvous::Store {
  public:
   // `store` must outlive the adapter (it is valid during comm_create only).
-  StoreAdapter(const sl_store_t* store, std::chrono::steady_clock::time_point deadline);
+  // `rank` of `size`: the ranks of the context being connected.
+  StoreAdapter(const sl_store_t* store, int rank, int size,
+               std::chrono::steady_clock::time_point deadline);
 
   void set(const std::string& key, const std::vector<char>& data) override;
   // Blocks until `key` exists or the bootstrap deadline.
@@ -54,10 +70,21 @@ class StoreAdapter : public ::gloo::rendezvous::Store {
  private:
   // Milliseconds left until min(deadline_, now + cap); at least 1.
   int64_t RemainingMs(std::chrono::milliseconds cap) const;
+  // The C store's calls, on the adapter's own key names; `what` for errors.
+  void Put(const std::string& key, const char* data, size_t len);
+  std::vector<char> Fetch(const std::string& key, std::chrono::milliseconds cap,
+                          const std::string& what);
+  // Rank r (!= this rank) when `key` names its address blob, else -1.
+  int BlobRank(const std::string& key) const;
+  // The blob Gloo expects for rank `peer`, with only this rank's entry.
+  std::vector<char> PeerBlob(int peer, std::chrono::milliseconds cap);
 
   const sl_store_t* store_;
+  const int rank_;
+  const int size_;
   std::chrono::steady_clock::time_point deadline_;
   std::map<int, std::vector<char>> rank_values_;
+  std::map<std::string, std::vector<char>> waited_;  // fetched by wait()
 };
 
 }  // namespace syncline::gloo_backend

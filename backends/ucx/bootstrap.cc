@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -90,55 +91,115 @@ PeerInfo LocalPeerInfo(const std::string& worker_address) {
   return info;
 }
 
-sl_result_t ExchangePeerInfo(const sl_store_t& store, int rank, int size,
-                             const PeerInfo& mine,
-                             std::chrono::steady_clock::time_point deadline,
-                             std::vector<PeerInfo>* all, std::string* error) {
-  const auto start = std::chrono::steady_clock::now();
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string PeerKey(int rank) { return "ucx/peer/" + std::to_string(rank); }
+
+int64_t MillisLeft(Clock::time_point deadline) {
+  return std::max<int64_t>(
+      1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())
+             .count());
+}
+
+sl_result_t Add(const sl_store_t& store, const std::string& key, int64_t delta,
+                int64_t* value, std::string* error) {
+  sl_error_t err{};
+  const sl_result_t code = store.add(store.ctx, key.c_str(), delta, value, &err);
+  if (code != SL_OK) *error = "store add of '" + key + "' failed: " + err.message;
+  return code;
+}
+
+// The ranks whose record is not in the store, as "3,5-9" (a scan with
+// non-blocking reads: only on the failure path).
+std::string MissingPeers(const sl_store_t& store, int size) {
+  std::string out;
+  int first = -1;
+  auto close_range = [&](int last) {
+    if (first < 0) return;
+    out += (out.empty() ? "" : ",") + std::to_string(first) +
+           (last > first ? "-" + std::to_string(last) : "");
+    first = -1;
+  };
+  for (int r = 0; r < size; ++r) {
+    sl_error_t err{};
+    void* bytes = nullptr;
+    size_t len = 0;
+    const bool present =
+        store.get(store.ctx, PeerKey(r).c_str(), 1, &bytes, &len, &err) == SL_OK;
+    if (present) {
+      store.free_value(store.ctx, bytes);
+      close_range(r - 1);
+    } else if (first < 0) {
+      first = r;
+    }
+  }
+  close_range(size - 1);
+  return out;
+}
+
+}  // namespace
+
+sl_result_t PublishPeerInfo(const sl_store_t& store, int rank, int size,
+                            const PeerInfo& mine, Clock::time_point deadline,
+                            int* ranks_on_host, std::string* error) {
+  const auto start = Clock::now();
   sl_error_t err{};
   const std::string value = mine.Serialize();
-  const std::string my_key = "ucx/peer/" + std::to_string(rank);
-  if (store.set(store.ctx, my_key.c_str(), value.data(), value.size(), &err) != SL_OK) {
+  if (store.set(store.ctx, PeerKey(rank).c_str(), value.data(), value.size(), &err) !=
+      SL_OK) {
     *error = std::string("publishing this rank's UCX address in the store failed: ") +
              err.message;
     return SL_ERR_UNAVAILABLE;
   }
-  all->assign(size, PeerInfo());
-  (*all)[rank] = mine;
-  std::string missing;
-  sl_result_t first_code = SL_OK;
-  for (int r = 0; r < size; ++r) {
-    if (r == rank) continue;
-    const std::string key = "ucx/peer/" + std::to_string(r);
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    // After the first miss, only check quickly which others are missing too.
-    const int64_t wait_ms = first_code == SL_OK ? std::max<int64_t>(1, left.count()) : 1;
-    void* bytes = nullptr;
-    size_t len = 0;
-    const sl_result_t code = store.get(store.ctx, key.c_str(), wait_ms, &bytes, &len, &err);
-    if (code != SL_OK) {
-      if (first_code == SL_OK) first_code = code;
-      missing += (missing.empty() ? "" : ",") + std::to_string(r);
-      continue;
-    }
-    std::string text(static_cast<const char*>(bytes), len);
-    store.free_value(store.ctx, bytes);
-    if (!PeerInfo::Parse(text, &(*all)[r])) {
-      *error = "rank " + std::to_string(r) +
-               " published an unreadable UCX address (a different Syncline version?)";
-      return SL_ERR_MISMATCH;
-    }
+  const std::string host_key = "ucx/host/" + mine.machine;
+  int64_t arrived = 0, on_host = 0;
+  sl_result_t code = Add(store, host_key, 1, &on_host, error);
+  if (code == SL_OK) code = Add(store, "ucx/published", 1, &arrived, error);
+  if (code != SL_OK) return code;
+  if (arrived == size &&
+      store.set(store.ctx, "ucx/all_published", "1", 1, &err) != SL_OK) {
+    *error = std::string("announcing that every rank published failed: ") + err.message;
+    return SL_ERR_UNAVAILABLE;
   }
-  if (first_code != SL_OK) {
+  void* bytes = nullptr;
+  size_t len = 0;
+  code = store.get(store.ctx, "ucx/all_published", MillisLeft(deadline), &bytes, &len, &err);
+  if (code != SL_OK) {
     char waited[64];
     std::snprintf(waited, sizeof(waited), "%.1f s",
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                      .count());
-    *error = "ranks [" + missing + "] never published their UCX worker address (waited " +
-             waited + "; they did not start, crashed, or use a different store): " +
-             err.message;
-    return first_code == SL_ERR_TIMEOUT ? SL_ERR_TIMEOUT : first_code;
+                  std::chrono::duration<double>(Clock::now() - start).count());
+    *error = "ranks [" + MissingPeers(store, size) +
+             "] never published their UCX worker address (waited " + waited +
+             "; they did not start, crashed, or use a different store): " + err.message;
+    return code == SL_ERR_TIMEOUT ? SL_ERR_TIMEOUT : code;
+  }
+  store.free_value(store.ctx, bytes);
+  // Everyone has counted itself by now: the host's count is final.
+  code = Add(store, host_key, 0, &on_host, error);
+  *ranks_on_host = static_cast<int>(on_host);
+  return code;
+}
+
+sl_result_t FetchPeerInfo(const sl_store_t& store, int peer, Clock::time_point deadline,
+                          PeerInfo* info, std::string* error) {
+  sl_error_t err{};
+  void* bytes = nullptr;
+  size_t len = 0;
+  const sl_result_t code =
+      store.get(store.ctx, PeerKey(peer).c_str(), MillisLeft(deadline), &bytes, &len, &err);
+  if (code != SL_OK) {
+    *error = "reading rank " + std::to_string(peer) +
+             "'s UCX worker address from the store failed: " + err.message;
+    return code;
+  }
+  std::string text(static_cast<const char*>(bytes), len);
+  store.free_value(store.ctx, bytes);
+  if (!PeerInfo::Parse(text, info)) {
+    *error = "rank " + std::to_string(peer) +
+             " published an unreadable UCX address (a different Syncline version?)";
+    return SL_ERR_MISMATCH;
   }
   return SL_OK;
 }

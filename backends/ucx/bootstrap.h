@@ -3,9 +3,15 @@
 // Only comm_create bootstraps (Split reuses its parent's Transport). Every
 // rank publishes a PeerInfo (its UCP worker address plus enough about its
 // host and process to tell whether a peer shares this machine) under
-// "ucx/peer/<rank>" and reads everyone else's. Endpoints are then created
-// to every peer (transport.cc), and the communicator proves each path with
-// a hello exchange before Create() returns (communicator.cc).
+// "ucx/peer/<rank>", counts itself on its machine, and waits until every
+// rank has published: a constant number of store requests per rank
+// (PublishPeerInfo). Nobody reads everyone's address. A rank reads a peer's
+// record only when it first talks to that peer (Transport::Prepare): the
+// algorithms' patterns (ring: 2 peers; recursive doubling, Bruck, binomial
+// trees and dissemination: log2 N) then cost O(log N) reads per rank, so
+// O(N log N) in all, where an all-to-all exchange costs N(N-1) reads
+// (at 100k ranks and ~200-byte records: 2 TB through one store).
+// Alltoall talks to every peer and so connects to all of them, lazily too.
 //
 // Error handling mode, per endpoint (Options::peer_error_mode = auto):
 //  - a peer on another host gets UCP_ERR_HANDLING_MODE_PEER, so a dead or
@@ -18,7 +24,8 @@
 //    readable the moment the process dies, and the driver polls it next to
 //    the worker's event fd, so a SIGKILLed neighbour fails ops at once.
 //
-// Thread safety: functions are called by Transport::Create() only.
+// Thread safety: functions are called by Transport::Create() and
+// Transport::Prepare() (serialized by the Transport).
 #ifndef SYNCLINE_BACKENDS_UCX_BOOTSTRAP_H_
 #define SYNCLINE_BACKENDS_UCX_BOOTSTRAP_H_
 
@@ -47,15 +54,26 @@ struct PeerInfo {
 // This process's identity, with `address` filled in.
 PeerInfo LocalPeerInfo(const std::string& worker_address);
 
-// ExchangePeerInfo()
+// PublishPeerInfo()
 //
-// Publishes `mine` and reads every rank's info, until `deadline`. On failure
-// returns the store's code with `*error` naming the ranks that never
-// published and how long this rank waited.
-sl_result_t ExchangePeerInfo(const sl_store_t& store, int rank, int size,
-                             const PeerInfo& mine,
-                             std::chrono::steady_clock::time_point deadline,
-                             std::vector<PeerInfo>* all, std::string* error);
+// Publishes `mine`, counts this rank on its machine and waits, until
+// `deadline`, until all `size` ranks have published. Five store requests per
+// rank (the last arrival makes six). `*ranks_on_host`: how many of the ranks
+// share this machine. On failure returns the store's code with `*error`
+// naming the ranks that never published (found by a scan, on that path only)
+// and how long this rank waited.
+sl_result_t PublishPeerInfo(const sl_store_t& store, int rank, int size,
+                            const PeerInfo& mine,
+                            std::chrono::steady_clock::time_point deadline,
+                            int* ranks_on_host, std::string* error);
+
+// FetchPeerInfo()
+//
+// One Get of rank `peer`'s record (published before PublishPeerInfo
+// returned anywhere, so it waits only if the store is slow).
+sl_result_t FetchPeerInfo(const sl_store_t& store, int peer,
+                          std::chrono::steady_clock::time_point deadline, PeerInfo* info,
+                          std::string* error);
 
 // Whether UCX_TLS (unset: yes) lets UCX pick a shared-memory transport.
 bool TlsAllowsSharedMemory();

@@ -24,6 +24,14 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// This machine as a number, for counting a split group's ranks per host
+// (FNV-1a of the boot id and pid namespace: the same in every process).
+int64_t MachineId(const std::string& machine) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : machine) h = (h ^ c) * 1099511628211ull;
+  return static_cast<int64_t>(h);
+}
+
 std::vector<int> Identity(int size) {
   std::vector<int> ranks(size);
   for (int r = 0; r < size; ++r) ranks[r] = r;
@@ -33,8 +41,9 @@ std::vector<int> Identity(int size) {
 }  // namespace
 
 Communicator::Communicator(std::shared_ptr<Transport> transport, std::vector<int> members,
-                           int rank, uint32_t space, uint64_t comm_id, int64_t timeout_ms,
-                           const Options& options, std::string options_text)
+                           int rank, int on_host, uint32_t space, uint64_t comm_id,
+                           int64_t timeout_ms, const Options& options,
+                           std::string options_text)
     : rank_(rank),
       size_(static_cast<int>(members.size())),
       space_(space),
@@ -46,15 +55,11 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, std::vector<int
       members_(std::move(members)),
       rank_of_(transport_->size(), -1),
       eps_(size_, nullptr),
+      prepared_(size_, 0),
       dead_(size_, "") {
-  for (int r = 0; r < size_; ++r) {
-    rank_of_[members_[r]] = r;
-    if (r != rank_) eps_[r] = transport_->endpoint(members_[r]);
-  }
+  for (int r = 0; r < size_; ++r) rank_of_[members_[r]] = r;
+  prepared_[rank_] = 1;
   wire_ = Wire{transport_->worker(), &eps_, space_, rank_};
-  const std::string& my_host = transport_->peer(members_[rank_]).machine;
-  int on_host = 0;
-  for (int r = 0; r < size_; ++r) on_host += transport_->peer(members_[r]).machine == my_host;
   oversubscribed_ = RanksOversubscribe(on_host);
 }
 
@@ -91,8 +96,9 @@ sl_result_t Communicator::Create(const sl_comm_config_t& config,
   std::unique_ptr<Communicator> created;
   if (code == SL_OK) {
     created.reset(new Communicator(transport, Identity(config.size), config.rank,
-                                   /*space=*/0, config.comm_id, config.timeout_ms, options,
+                                   transport->ranks_on_host(), /*space=*/0, config.comm_id, config.timeout_ms, options,
                                    config.options != nullptr ? config.options : ""));
+    created->creator_ = true;
     transport->Attach(created.get());
     code = created->Hello(deadline, &error);
   }
@@ -112,26 +118,35 @@ sl_result_t Communicator::Create(const sl_comm_config_t& config,
   return SL_OK;
 }
 
-// One byte to and from every peer, before Create() returns: proves that
-// each endpoint's transport actually carries data (an address can resolve
-// yet lead nowhere, e.g. tcp to an unroutable interface). Runs before the
-// progress thread starts, as the only driver.
+// One byte to and from each ring neighbour, before Create() returns: proves
+// that this rank's transport actually carries data (an address can resolve
+// yet lead nowhere, e.g. tcp to an unroutable interface) without
+// connecting to every peer. Runs before the progress thread starts, as the
+// only driver.
 sl_result_t Communicator::Hello(Clock::time_point deadline, std::string* error) {
   if (size_ == 1) return SL_OK;
   ScheduleBuilder b("hello", SL_U8, SL_SUM);
-  uint8_t* bytes = b.AllocScratch(size_ + 1);
+  uint8_t* bytes = b.AllocScratch(3);
   b.NewRound();
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    b.Send(r, bytes + size_, 1, 0);
-    b.Recv(r, bytes + r, 1, 0);
+  const int neighbours[2] = {(rank_ + 1) % size_, (rank_ + size_ - 1) % size_};
+  for (int i = 0; i < (size_ > 2 ? 2 : 1); ++i) {
+    b.Send(neighbours[i], bytes + 2, 1, 0);
+    b.Recv(neighbours[i], bytes + i, 1, 0);
   }
+  Schedule schedule = b.Finish();
   sl_op_t op{};
   op.kind = SL_OP_BARRIER;
+  op.timeout_ms = std::max<int64_t>(
+      1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())
+             .count());
+  sl_result_t prepared = PreparePeers(schedule, op, error);
+  if (prepared != SL_OK) return prepared;
   auto request = std::make_shared<Request>(transport_.get(), op, size_, "hello");
-  auto hello = std::make_unique<Operation>(request, b.Finish(), /*p2p=*/false, /*seq=*/0);
+  auto hello =
+      std::make_unique<Operation>(request, std::move(schedule), /*p2p=*/false, /*seq=*/0);
   Transport& t = *transport_;
   std::lock_guard<std::mutex> driver(t.driver_mu());
+  t.ConnectPending();
   const int next = (rank_ + 1) % size_;
   while (!hello->Advance(wire_)) {
     if (ucp_worker_progress(t.worker()) != 0) continue;
@@ -146,7 +161,7 @@ sl_result_t Communicator::Hello(Clock::time_point deadline, std::string* error) 
       *error = (dead.empty() ? std::string("no hello over UCX within the timeout from ")
                              : "peers died during the hello:" + dead + " still waiting on ") +
                waiting + ". Transports to rank " + std::to_string(next) + ": " +
-               EndpointTransports(eps_[next]) + ". " +
+               (eps_[next] != nullptr ? EndpointTransports(eps_[next]) : "none") + ". " +
                ReachabilityHint(t.peer(rank_), t.peer(next), next,
                                 ChooseErrorMode(options_.peer_error_mode, true));
       // Its sends finish when the endpoints close, with the transport.
@@ -182,9 +197,10 @@ sl_result_t Communicator::Split(int32_t color, int32_t key, const sl_store_t* st
                       "them one at a time, in the same order on every rank",
                       Where().c_str());
   }
-  // Everyone's (color, key, next free tag space), over the parent.
-  std::vector<int64_t> mine = {color, key, transport_->next_space()};
-  std::vector<int64_t> all(3 * static_cast<size_t>(size_));
+  // Everyone's (color, key, next free tag space, machine), over the parent.
+  std::vector<int64_t> mine = {color, key, transport_->next_space(),
+                               MachineId(transport_->peer(transport_->rank()).machine)};
+  std::vector<int64_t> all(4 * static_cast<size_t>(size_));
   sl_op_t op{};
   op.kind = SL_OP_ALLGATHER;
   op.send = sl_buffer_t{mine.data(), mine.size(), SL_I64, SL_DEVICE_CPU, 0, nullptr};
@@ -198,7 +214,7 @@ sl_result_t Communicator::Split(int32_t color, int32_t key, const sl_store_t* st
   code = request->Wait(-1, err);  // bounded by the op's own deadline
   if (code != SL_OK) return code;
   std::vector<SplitEntry> entries(size_);
-  for (int r = 0; r < size_; ++r) entries[r] = {all[3 * r], all[3 * r + 1], all[3 * r + 2]};
+  for (int r = 0; r < size_; ++r) entries[r] = {all[4 * r], all[4 * r + 1], all[4 * r + 2]};
   const SplitPlan plan = PlanSplit(entries, rank_, options_.tag_spaces);
   transport_->set_next_space(plan.next_space);
   if (color < 0) return SL_OK;
@@ -218,9 +234,13 @@ sl_result_t Communicator::Split(int32_t color, int32_t key, const sl_store_t* st
     return Create(config, child, err);
   }
   std::vector<int> members(new_size);
-  for (int i = 0; i < new_size; ++i) members[i] = members_[plan.members[i]];
-  child->reset(new Communicator(transport_, std::move(members), plan.rank, plan.space,
-                                comm_id, timeout_ms_, options_, options_text_));
+  int on_host = 0;
+  for (int i = 0; i < new_size; ++i) {
+    members[i] = members_[plan.members[i]];
+    on_host += all[4 * plan.members[i] + 3] == mine[3];
+  }
+  child->reset(new Communicator(transport_, std::move(members), plan.rank, on_host,
+                                plan.space, comm_id, timeout_ms_, options_, options_text_));
   transport_->Attach(child->get());
   backend::SlClearError(err);
   return SL_OK;
@@ -238,6 +258,12 @@ Communicator::~Communicator() {
                                           ": the communicator was destroyed first");
   }
   Transport& t = *transport_;
+  // This communicator's store goes with it; split children that stay may
+  // still need addresses from it.
+  if (creator_ && transport_.use_count() > 1) {
+    t.ReleaseStore(Clock::now() + (timeout_ms_ > 0 ? std::chrono::milliseconds(timeout_ms_)
+                                                    : kDefaultBootstrapTimeout));
+  }
   {
     std::lock_guard<std::mutex> driver(t.driver_mu());
     {
@@ -298,7 +324,13 @@ sl_result_t Communicator::PostLabeled(const sl_op_t& op, const std::string& labe
     }
   }
   AlgoArgs args{&op, rank_, size_, &options_, oversubscribed_};
-  auto operation = std::make_unique<Operation>(req, SelectSchedule(args), p2p,
+  Schedule schedule = SelectSchedule(args);
+  code = PreparePeers(schedule, op, &message);
+  if (code != SL_OK) {
+    return SlSetError(err, code, "ucx %s on %s: %s", req->Describe().c_str(),
+                      Where().c_str(), message.c_str());
+  }
+  auto operation = std::make_unique<Operation>(req, std::move(schedule), p2p,
                                                p2p ? 0 : TagSeq(++collective_seq_));
   transport_->CountPosted();
   {
@@ -330,6 +362,34 @@ void Communicator::Abort() {
     transport_->driver_mu().unlock();
   }
   transport_->Wake();
+}
+
+sl_result_t Communicator::PreparePeers(const Schedule& schedule, const sl_op_t& op,
+                                       std::string* error) {
+  std::vector<int> tranks;
+  for (const Round& round : schedule.rounds) {
+    for (const Transfer& t : round.transfers) {
+      if (prepared_[t.peer]) continue;
+      prepared_[t.peer] = 1;
+      tranks.push_back(members_[t.peer]);
+    }
+  }
+  if (tranks.empty()) return SL_OK;  // the common case: no store, no lock
+  const int64_t ms = op.timeout_ms > 0 ? op.timeout_ms : timeout_ms_;
+  const auto deadline =
+      Clock::now() + (ms > 0 ? std::chrono::milliseconds(ms)
+                             : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   kDefaultBootstrapTimeout));
+  const sl_result_t code = transport_->Prepare(tranks, deadline, error);
+  if (code != SL_OK) {
+    for (int trank : tranks) prepared_[rank_of_[trank]] = 0;  // retried by a later op
+  }
+  return code;
+}
+
+void Communicator::PeerConnected(int trank, ucp_ep_h ep) {
+  const int r = rank_of_[trank];
+  if (r >= 0) eps_[r] = ep;
 }
 
 void Communicator::PeerDied(int trank, const std::string& why) {

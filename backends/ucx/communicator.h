@@ -1,7 +1,9 @@
 // communicator.h: one UCX communicator behind an sl_comm_t.
 //
 // Resources: a communicator made by comm_create gets its own Transport
-// (transport.h): a UCP context, a worker, and one endpoint per peer. Split
+// (transport.h): a UCP context, a worker, and an endpoint to each peer it
+// talks to, made when it first does (peers' addresses are read from the
+// store then, not at creation: see bootstrap.h). Split
 // (comm_split) does not make new ones: the children share the parent's
 // Transport, reuse its endpoints to their members, and get a tag space of
 // their own on its worker (tag.h). So a split family -- the created
@@ -85,9 +87,10 @@ class Communicator {
  public:
   // Create()
   //
-  // Collective over config.size ranks: builds a new Transport (worker
-  // addresses exchanged through config.store), and proves every path with
-  // a hello message. Blocks until then or config.timeout_ms; on failure
+  // Collective over config.size ranks: builds a new Transport (this rank's
+  // worker address published through config.store), and proves the paths
+  // to its ring neighbours with a hello message (the others are proven by
+  // the first op that uses them). Blocks until then or config.timeout_ms; on failure
   // `err` names the missing or unreachable ranks and what to change.
   static sl_result_t Create(const sl_comm_config_t& config,
                             std::unique_ptr<Communicator>* comm, sl_error_t* err);
@@ -129,16 +132,21 @@ class Communicator {
   void Advance(Clock::time_point now);
   Clock::time_point NextDeadline() const;
   void PeerDied(int trank, const std::string& why);
+  void PeerConnected(int trank, ucp_ep_h ep);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::shared_ptr<Transport>& transport() const { return transport_; }
 
  private:
-  // `members[r]` is the transport rank of this communicator's rank r.
+  // `members[r]` is the transport rank of this communicator's rank r;
+  // `on_host` of them share this machine.
   Communicator(std::shared_ptr<Transport> transport, std::vector<int> members, int rank,
-               uint32_t space, uint64_t comm_id, int64_t timeout_ms, const Options& options,
-               std::string options_text);
+               int on_host, uint32_t space, uint64_t comm_id, int64_t timeout_ms,
+               const Options& options, std::string options_text);
+  // Queues the connections `schedule` needs that this communicator has not
+  // asked for yet (Transport::Prepare).
+  sl_result_t PreparePeers(const Schedule& schedule, const sl_op_t& op, std::string* error);
   sl_result_t PostLabeled(const sl_op_t& op, const std::string& label,
                           std::shared_ptr<Request>* request, sl_error_t* err);
   sl_result_t Hello(Clock::time_point deadline, std::string* error);
@@ -170,7 +178,10 @@ class Communicator {
   const std::shared_ptr<Transport> transport_;
   const std::vector<int> members_;   // transport rank of each rank
   std::vector<int> rank_of_;         // rank of each transport rank, or -1
-  std::vector<ucp_ep_h> eps_;        // by rank; owned by the Transport
+  std::vector<ucp_ep_h> eps_;        // by rank, null until connected (driver);
+                                     // owned by the Transport
+  std::vector<char> prepared_;       // by rank: Prepare() asked (Post() only)
+  bool creator_ = false;             // made by Create(): its store feeds the Transport
   Wire wire_;
   bool oversubscribed_ = false;  // more members on this host than CPUs
 

@@ -70,7 +70,10 @@ void Communicator::SendNotice(const std::string& reason) {
   const std::string text = reason.substr(0, sizeof(notice_->in) - 1);
   const uint64_t tag = CollectiveTag(space_, rank_, 0, kTagNoticeStep);
   for (int r = 0; r < size_; ++r) {
-    if (r == rank_ || !dead_[r].empty()) continue;
+    // Only peers this rank has talked to (connected lazily, transport.h):
+    // they pass the notice on to theirs, so it spreads along the
+    // communication graph without connecting to everyone.
+    if (r == rank_ || !dead_[r].empty() || eps_[r] == nullptr) continue;
     // Fire and forget: the request frees itself and its copy of the text.
     auto* copy = new std::string(text);
     ucp_request_param_t param{};

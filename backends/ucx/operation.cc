@@ -39,7 +39,10 @@ void Operation::PostRound(const Wire& wire) {
     param.datatype = ucp_dt_make_contig(1);
     param.user_data = &flight;
     void* status_ptr;
-    if (t.send) {
+    if (t.send && (*wire.endpoints)[t.peer] == nullptr) {
+      // The connection failed (the peer is marked dead with the reason).
+      status_ptr = UCS_STATUS_PTR(UCS_ERR_UNREACHABLE);
+    } else if (t.send) {
       param.cb.send = &Operation::OnSend;
       status_ptr = ucp_tag_send_nbx((*wire.endpoints)[t.peer], t.data, t.bytes,
                                     TagFor(wire, t), &param);

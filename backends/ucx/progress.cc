@@ -60,6 +60,9 @@ bool Transport::DriveOnce() {
   if (has_incoming_.load(std::memory_order_relaxed) && has_incoming_.exchange(false)) {
     for (Communicator* comm : comms_) comm->TakeIncoming();
   }
+  // After taking the ops: the posting thread queued their peers before it
+  // queued them (Transport::Prepare), so none is posted to a null endpoint.
+  ConnectPending();
   bool did = false;
   for (int i = 0; i < 64 && ucp_worker_progress(worker_.get()) != 0; ++i) did = true;
   const auto now = Clock::now();

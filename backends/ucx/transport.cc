@@ -30,13 +30,14 @@ int PidfdOpen(int pid) {
 
 }  // namespace
 
-Transport::Transport(int rank, int size, const Options& options)
-    : rank_(rank), size_(size), options_(options) {}
+Transport::Transport(int rank, int size, const Options& options, const sl_store_t* store)
+    : rank_(rank), size_(size), options_(options), store_(store), requested_(size, 0) {}
 
 sl_result_t Transport::Create(const sl_comm_config_t& config, const Options& options,
                               Clock::time_point deadline,
                               std::shared_ptr<Transport>* transport, std::string* error) {
-  std::shared_ptr<Transport> t(new Transport(config.rank, config.size, options));
+  std::shared_ptr<Transport> t(
+      new Transport(config.rank, config.size, options, config.store));
   // SYNCLINE_SOCKET_IFNAME selects UCX's network devices too (unless
   // UCX_NET_DEVICES says otherwise), by the same rules as the TCP backends:
   // in a multi-host job, a loopback choice is an error, not a silent bind.
@@ -63,41 +64,90 @@ sl_result_t Transport::Create(const sl_comm_config_t& config, const Options& opt
     return SL_ERR_UNAVAILABLE;
   }
   const PeerInfo mine = LocalPeerInfo(t->worker_.address());
-  sl_result_t code = ExchangePeerInfo(*config.store, t->rank_, t->size_, mine, deadline,
-                                      &t->peers_, error);
+  const sl_result_t code = PublishPeerInfo(*config.store, t->rank_, t->size_, mine,
+                                           deadline, &t->ranks_on_host_, error);
   if (code != SL_OK) return code;
 
   std::lock_guard<std::mutex> driver(t->driver_mu_);
   t->endpoints_.Reset(t->worker_.get(), t->size_);
+  t->peers_.assign(t->size_, PeerInfo());
+  t->peers_[t->rank_] = mine;
   t->pidfds_.assign(t->size_, -1);
   t->dead_.assign(t->size_, "");
   t->error_args_.resize(t->size_);
-  for (int r = 0; r < t->size_; ++r) {
-    if (r == t->rank_) continue;
-    const bool same_machine = t->peers_[r].machine == mine.machine;
+  {
+    std::lock_guard<std::mutex> connect(t->connect_mu_);
+    t->requested_[t->rank_] = 1;
+  }
+  *transport = std::move(t);
+  return SL_OK;
+}
+
+sl_result_t Transport::Prepare(const std::vector<int>& tranks, Clock::time_point deadline,
+                               std::string* error) {
+  std::lock_guard<std::mutex> connect(connect_mu_);
+  for (int trank : tranks) {
+    if (requested_[trank]) continue;
+    if (store_ == nullptr) {
+      *error = "rank " + std::to_string(trank) +
+               "'s UCX address is unknown here and the store it was published in "
+               "went with the communicator that created this worker";
+      return SL_ERR_UNAVAILABLE;
+    }
+    PeerInfo info;
+    const sl_result_t code = FetchPeerInfo(*store_, trank, deadline, &info, error);
+    if (code != SL_OK) return code;
+    requested_[trank] = 1;
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    pending_.emplace_back(trank, std::move(info));
+    has_pending_.store(true);
+  }
+  return SL_OK;
+}
+
+void Transport::ReleaseStore(Clock::time_point deadline) {
+  std::vector<int> all(size_);
+  for (int r = 0; r < size_; ++r) all[r] = r;
+  std::string error;
+  (void)Prepare(all, deadline, &error);  // a peer left unread fails when needed
+  std::lock_guard<std::mutex> connect(connect_mu_);
+  store_ = nullptr;
+}
+
+void Transport::ConnectPending() {
+  if (!has_pending_.load()) return;
+  std::vector<std::pair<int, PeerInfo>> pending;
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    pending.swap(pending_);
+    has_pending_.store(false);
+  }
+  const PeerInfo& mine = peers_[rank_];
+  for (auto& [r, info] : pending) {
+    peers_[r] = std::move(info);
+    const bool same_machine = peers_[r].machine == mine.machine;
     const ucp_err_handling_mode_t mode =
-        ChooseErrorMode(options.peer_error_mode, same_machine);
-    t->error_args_[r] = {t.get(), r};
+        ChooseErrorMode(options_.peer_error_mode, same_machine);
+    error_args_[r] = {this, r};
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
                         UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address = reinterpret_cast<const ucp_address_t*>(t->peers_[r].address.data());
+    params.address = reinterpret_cast<const ucp_address_t*>(peers_[r].address.data());
     params.err_mode = mode;
     params.err_handler.cb = &Transport::OnEndpointError;
-    params.err_handler.arg = &t->error_args_[r];
-    status = ucp_ep_create(t->worker_.get(), &params, &t->endpoints_[r]);
+    params.err_handler.arg = &error_args_[r];
+    const ucs_status_t status = ucp_ep_create(worker_.get(), &params, &endpoints_[r]);
     if (status != UCS_OK) {
-      *error = "cannot connect to rank " + std::to_string(r) + ": " +
-               ucs_status_string(status) + ". " +
-               ReachabilityHint(mine, t->peers_[r], r, mode);
-      return SL_ERR_UNAVAILABLE;
+      endpoints_[r] = nullptr;
+      MarkDead(r, "cannot connect: " + std::string(ucs_status_string(status)) + ". " +
+                      ReachabilityHint(mine, peers_[r], r, mode));
+      continue;
     }
     // Same-host peers are watched by pidfd (see bootstrap.h).
-    if (same_machine) t->pidfds_[r] = PidfdOpen(t->peers_[r].pid);
+    if (same_machine) pidfds_[r] = PidfdOpen(peers_[r].pid);
+    for (Communicator* comm : comms_) comm->PeerConnected(r, endpoints_[r]);
   }
-  *transport = std::move(t);
-  return SL_OK;
 }
 
 void Transport::StartProgressThread() {
@@ -132,6 +182,7 @@ void Transport::Attach(Communicator* comm) {
   std::lock_guard<std::mutex> driver(driver_mu_);
   comms_.push_back(comm);
   for (int r = 0; r < size_; ++r) {
+    if (endpoints_.at(r) != nullptr) comm->PeerConnected(r, endpoints_.at(r));
     if (!dead_[r].empty()) comm->PeerDied(r, dead_[r]);
   }
 }

@@ -21,6 +21,18 @@
 // drives itself, with no hand-off and no extra lock (the attached list is
 // only changed under driver_mu_).
 //
+// Peers are connected lazily (bootstrap.h): Create() only publishes this
+// rank's address. Before an op is queued, the posting thread calls
+// Prepare() with the transport ranks its schedule talks to; the addresses
+// not yet known are read from the store then (once per peer, outside the
+// driver lock), and the driver creates their endpoints (ConnectPending)
+// after taking the op and before posting its first round. So a rank holds
+// endpoints only to the peers it has talked to: O(log N) for the tree and
+// doubling algorithms, 2 for rings, all of them after an alltoall. The
+// store the addresses come from is the creating communicator's, valid only
+// while it lives: when it goes first, ReleaseStore() reads every address
+// still unknown, so that its split children can go on connecting.
+//
 // Peers: a dead peer (pidfd readable, or UCX's endpoint error callback) is
 // marked here, per transport rank, and handed to every attached
 // communicator that has that rank as a member, whose ops still waiting on
@@ -40,6 +52,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -66,10 +79,11 @@ class Transport {
  public:
   // Create()
   //
-  // Collective over config.size ranks: creates the context and worker,
-  // exchanges worker addresses through config.store and connects to every
-  // peer. The caller proves the paths (Communicator's hello) and then calls
-  // StartProgressThread(). On failure returns the code with `*error` set.
+  // Collective over config.size ranks: creates the context and worker and
+  // publishes its address through config.store (PublishPeerInfo); connects
+  // to no one yet. The caller proves the paths to its ring neighbours
+  // (Communicator's hello) and then calls StartProgressThread(). On failure
+  // returns the code with `*error` set.
   static sl_result_t Create(const sl_comm_config_t& config, const Options& options,
                             std::chrono::steady_clock::time_point deadline,
                             std::shared_ptr<Transport>* transport, std::string* error);
@@ -81,6 +95,26 @@ class Transport {
   Transport& operator=(const Transport&) = delete;
 
   void StartProgressThread();
+
+  // Prepare()
+  //
+  // Any thread but the driver (the posting thread): makes sure the driver
+  // will connect to each of `tranks` before it posts the op that needs
+  // them. Reads the addresses not yet known from the store (one Get each,
+  // until `deadline`). Fails with the store's code when a read fails or
+  // the store is gone (ReleaseStore() could not read that peer).
+  sl_result_t Prepare(const std::vector<int>& tranks, Clock::time_point deadline,
+                      std::string* error);
+  // The driver: creates the endpoints Prepare() queued and hands them to
+  // the attached communicators. A peer that cannot be reached is marked
+  // dead with the reason (ReachabilityHint), which fails the ops that need it.
+  void ConnectPending() ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+  // The creating communicator goes while others of the family stay: read
+  // every address still unknown (bounded by `deadline`), then forget the
+  // store.
+  void ReleaseStore(Clock::time_point deadline);
+  // How many ranks of the transport share this machine.
+  int ranks_on_host() const { return ranks_on_host_; }
 
   // Attach() adds `comm` to the communicators the driver advances and tells
   // it which members are already dead. Detach() removes it (driver_mu_ must
@@ -129,6 +163,7 @@ class Transport {
   std::mutex& driver_mu() ABSL_LOCK_RETURNED(driver_mu_) { return driver_mu_; }
   ucp_worker_h worker() const { return worker_.get(); }
   int worker_event_fd() const { return worker_.event_fd(); }
+  // Driver only: null (and an empty PeerInfo) until connected.
   ucp_ep_h endpoint(int trank) const { return endpoints_.at(trank); }
   const PeerInfo& peer(int trank) const { return peers_[trank]; }
   int rank() const { return rank_; }
@@ -136,7 +171,7 @@ class Transport {
   const Options& options() const { return options_; }
 
  private:
-  Transport(int rank, int size, const Options& options);
+  Transport(int rank, int size, const Options& options, const sl_store_t* store);
   // Everything below runs with driver_mu_ held.
   bool DriveOnce() ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
   void BlockOnWorker(Clock::time_point until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
@@ -169,8 +204,18 @@ class Transport {
   UcpContext context_;
   UcpWorker worker_;
   Endpoints endpoints_;
-  std::vector<PeerInfo> peers_;
+  std::vector<PeerInfo> peers_;  // driver; known once connected
   std::vector<int> pidfds_;  // same-host peers (-1 otherwise); owned
+  int ranks_on_host_ = 1;
+
+  // Lazy connection: the posting side reads addresses under connect_mu_;
+  // the driver takes them from pending_.
+  std::mutex connect_mu_;
+  const sl_store_t* store_ ABSL_GUARDED_BY(connect_mu_);
+  std::vector<char> requested_ ABSL_GUARDED_BY(connect_mu_);  // read or queued
+  std::mutex pending_mu_;
+  std::vector<std::pair<int, PeerInfo>> pending_ ABSL_GUARDED_BY(pending_mu_);
+  std::atomic<bool> has_pending_{false};
 
   std::mutex split_mu_;
   int64_t next_space_ ABSL_GUARDED_BY(split_mu_) = 1;  // 0 is the creating comm's

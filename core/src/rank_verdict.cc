@@ -45,7 +45,9 @@ std::string RankVerdict::Key(absl::string_view name) const {
   return absl::StrCat(scope_, "/", name);
 }
 
-absl::StatusOr<int64_t> RankVerdict::Arrive() { return store_.Add(Key("arrived"), 1); }
+absl::StatusOr<int64_t> RankVerdict::Arrive(int64_t ranks) {
+  return store_.Add(Key("arrived"), ranks);
+}
 
 absl::StatusOr<absl::Status> RankVerdict::Publish(const absl::Status& verdict) {
   const std::string mine = EncodeVerdict(verdict);
@@ -100,8 +102,8 @@ absl::StatusOr<absl::Status> RankVerdict::AwaitOrTimeOut(
   return Publish(on_timeout());
 }
 
-absl::Status RankVerdict::Acknowledge() {
-  SL_ASSIGN_OR_RETURN(int64_t read, store_.Add(Key("read"), 1));
+absl::Status RankVerdict::Acknowledge(int64_t ranks) {
+  SL_ASSIGN_OR_RETURN(int64_t read, store_.Add(Key("read"), ranks));
   SL_ASSIGN_OR_RETURN(int64_t arrived, store_.Add(Key("arrived"), 0));
   // The last reader lets the host go. A rank that arrives later still reads
   // the verdict, and sets this again, if the store is still there.

@@ -60,8 +60,9 @@ class RankVerdict {
   RankVerdict(Store& store, std::string scope)
       : store_(store), scope_(std::move(scope)) {}
 
-  // Counts this rank in; returns how many have arrived, this one included.
-  absl::StatusOr<int64_t> Arrive();
+  // Counts `ranks` ranks in (1, or a node leader's ranks); returns how many
+  // have arrived, these included.
+  absl::StatusOr<int64_t> Arrive(int64_t ranks = 1);
 
   // Publishes `verdict` unless one already stands; returns the one that does.
   absl::StatusOr<absl::Status> Publish(const absl::Status& verdict);
@@ -86,8 +87,8 @@ class RankVerdict {
   absl::StatusOr<absl::Status> AwaitOrTimeOut(
       absl::Time deadline, const std::function<absl::Status()>& on_timeout);
 
-  // After an error verdict: this rank has read it.
-  absl::Status Acknowledge();
+  // After an error verdict: these `ranks` (as counted by Arrive) have read it.
+  absl::Status Acknowledge(int64_t ranks = 1);
 
   // The store's host: waits until every rank that arrived has acknowledged,
   // at most `bound`. Returns whether they all did.

@@ -212,9 +212,16 @@ absl::Status CheckIn(Store& store, const RendezvousInfo& info, absl::Duration ti
     return absl::InvalidArgumentError(absl::StrFormat(
         "rendezvous: rank %d is not in [0, %d)", info.rank, info.world_size));
   }
+  const int count = info.check_in_ranks;
+  if (count < 1 || count > info.world_size - info.rank) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rendezvous: a check-in for %d ranks from rank %d does not fit a world of %d; a "
+        "node leader checks in ranks [rank, rank + count) of its own node",
+        count, info.rank, info.world_size));
+  }
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + timeout;
-  const Arrival me = Arrival::Mine(info);
+  Arrival me = Arrival::Mine(info);
   const std::string mine = me.Encode();
   RankVerdict verdict(store, kScope);
   auto lost = [&](const absl::Status& status) {
@@ -239,13 +246,19 @@ absl::Status CheckIn(Store& store, const RendezvousInfo& info, absl::Duration ti
     return lost(owner.status());
   }  // Else rank 0 has not come: check in anyway, so that the timeout names it.
 
-  absl::StatusOr<std::string> holder = store.CompareSet(RankKey(info.rank), "", mine);
-  if (!holder.ok()) return lost(holder.status());
-  if (*holder != mine) {
-    return Refuse(verdict, RefusedAsDuplicate(me, Arrival::Parse(*holder), where));
+  // Claim each rank this check-in covers (a node leader's: its node's).
+  for (int r = info.rank; r < info.rank + count; ++r) {
+    me.rank = r;
+    const std::string claim = me.Encode();
+    absl::StatusOr<std::string> holder = store.CompareSet(RankKey(r), "", claim);
+    if (!holder.ok()) return lost(holder.status());
+    if (*holder != claim) {
+      return Refuse(verdict, RefusedAsDuplicate(me, Arrival::Parse(*holder), where));
+    }
   }
+  me.rank = info.rank;
 
-  absl::StatusOr<int64_t> arrived = verdict.Arrive();
+  absl::StatusOr<int64_t> arrived = verdict.Arrive(count);
   if (!arrived.ok()) return lost(arrived.status());
   if (*arrived == info.world_size) {
     absl::StatusOr<absl::Status> published = verdict.Publish(absl::OkStatus());
@@ -262,7 +275,7 @@ absl::Status CheckIn(Store& store, const RendezvousInfo& info, absl::Duration ti
   if (outcome->ok()) return absl::OkStatus();
   // Every rank returns this same error; the store's host keeps the store
   // until they have read it.
-  (void)verdict.Acknowledge();
+  (void)verdict.Acknowledge(count);
   if (hosts_store) (void)verdict.WaitForReaders(kVerdictReadersBound);
   return *outcome;
 }

@@ -20,7 +20,9 @@
 //      rank returns that same message.
 //
 // So a check-in costs about five store requests per rank, whatever the world
-// size. Ranks with no job id at all (none of SYNCLINE_JOB_ID,
+// size. A node leader (info.check_in_ranks = k) claims its k ranks' keys in
+// step 3 and arrives for all of them at once in step 4: 4 + k requests, one
+// connection and one blocked Get per node. Ranks with no job id at all (none of SYNCLINE_JOB_ID,
 // TORCHELASTIC_RUN_ID, Slurm's or OpenMPI's) cannot be told apart from
 // another such job with the same world size: README, "Diagnosing failures".
 #ifndef SYNCLINE_CORE_SRC_RENDEZVOUS_CHECK_IN_H_

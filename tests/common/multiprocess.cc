@@ -207,4 +207,13 @@ CommandResult RunCommand(const std::string& command, absl::Duration timeout) {
 std::string BuildBinDir() { return SYNCLINE_BUILD_BIN_DIR; }
 std::string BuildLibDir() { return SYNCLINE_BUILD_LIB_DIR; }
 
+std::shared_ptr<Store> ConnectJobStore() {
+  const char* port = std::getenv("MASTER_PORT");
+  int port_number = 0;
+  if (port == nullptr || !absl::SimpleAtoi(port, &port_number)) return nullptr;
+  auto tcp = ConnectTcpStore({.host = "127.0.0.1", .port = port_number});
+  EXPECT_TRUE(tcp.ok()) << tcp.status();
+  return tcp.ok() ? *tcp : nullptr;
+}
+
 }  // namespace syncline::testing

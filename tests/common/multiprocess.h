@@ -25,10 +25,12 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "syncline/store.h"
 
 namespace syncline::testing {
 
@@ -74,6 +76,10 @@ struct CommandResult {
 };
 CommandResult RunCommand(const std::string& command,
                          absl::Duration timeout = absl::Seconds(60));
+
+// In a child: a client of the store the parent hosts (MASTER_PORT on
+// 127.0.0.1), or null (with a test failure) if there is none.
+std::shared_ptr<Store> ConnectJobStore();
 
 // Folder of the built binaries (bin/) and libraries (lib/) of the build tree.
 std::string BuildBinDir();

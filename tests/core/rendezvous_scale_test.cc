@@ -1,12 +1,14 @@
 // rendezvous_scale_test.cc: the check-in at many ranks, simulated as threads
-// of this process, each with its own store connection: everyone meets at 512
-// ranks, a world of 4,100 (past the store's 4,096-key limit for one request)
+// of this process, each with its own store connection: everyone meets at
+// 1,024 ranks through ConnectRendezvousStore and gets a working store, node
+// leaders check in for their nodes' ranks, a world of 4,100 (past the store's 4,096-key limit for one request)
 // times out with the missing ranks as ranges, a rank's cost in store requests
 // does not grow with the world size, and the rank that hosts the store keeps
 // it until the others have read why the rendezvous failed.
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -19,12 +21,14 @@
 #include "gtest/gtest.h"
 #include "syncline/rendezvous.h"
 #include "syncline/tcp_store.h"
+#include "common/counting_store.h"
 
 namespace syncline {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::CountingStore;
 
 // Two descriptors per simulated rank (its client and the server's end).
 void RaiseOpenFileLimit(int ranks) {
@@ -49,43 +53,61 @@ RendezvousInfo RankInfo(int rank, int world_size, int port) {
   return info;
 }
 
-// Runs ConnectRendezvousStore() for each of `ranks` on its own thread.
+// Runs ConnectRendezvousStore() for each of `ranks` on its own thread; each
+// rank that gets its store adds 1 to "bootstrapped" through it (the store a
+// backend would bootstrap with) and keeps it until every thread is done.
 std::vector<absl::Status> CheckInOnThreads(int port, int world_size,
                                            const std::vector<int>& ranks,
                                            const std::vector<absl::Duration>& timeouts) {
   std::vector<absl::Status> statuses(ranks.size());
+  std::vector<std::shared_ptr<Store>> stores(ranks.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < ranks.size(); ++i) {
     threads.emplace_back([&, i] {
-      statuses[i] =
-          ConnectRendezvousStore(RankInfo(ranks[i], world_size, port), timeouts[i])
-              .status();
+      auto store = ConnectRendezvousStore(RankInfo(ranks[i], world_size, port), timeouts[i]);
+      statuses[i] = store.status();
+      if (!store.ok()) return;
+      stores[i] = *store;
+      statuses[i] = (*store)->Add("bootstrapped", 1).status();
     });
   }
   for (auto& t : threads) t.join();
   return statuses;
 }
 
-TEST(RendezvousScale, FiveHundredTwelveRanksMeet) {
-  constexpr int kRanks = 512;
+// The CI-sized version of bench/store_scale: 1,024 ranks (threads, each
+// with its own connection, as many as the store sees from 128 nodes of 8)
+// meet through the real path, ConnectRendezvousStore, and each gets a store
+// that works.
+TEST(RendezvousScale, ThousandTwentyFourRanksMeetAndEachGetsAWorkingStore) {
+  constexpr int kRanks = 1024;
   RaiseOpenFileLimit(kRanks);
   auto server = TcpStoreServer::Start({.host = "127.0.0.1", .port = 0});
   ASSERT_TRUE(server.ok()) << server.status();
   std::vector<int> ranks(kRanks);
   for (int r = 0; r < kRanks; ++r) ranks[r] = r;
+  const absl::Time start = absl::Now();
   auto statuses =
       CheckInOnThreads((*server)->port(), kRanks, ranks,
                        std::vector<absl::Duration>(kRanks, absl::Seconds(120)));
+  std::printf("%d ranks met in %s\n", kRanks,
+              absl::FormatDuration(absl::Now() - start).c_str());
   int ok = 0;
   for (int r = 0; r < kRanks; ++r) {
     EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
     ok += statuses[r].ok();
   }
   EXPECT_EQ(ok, kRanks);
-  // Every rank claimed its own key, once.
+  // Every rank claimed its own key, once, and used its store afterwards.
   auto probe = ConnectTcpStore({.port = (*server)->port()});
   ASSERT_TRUE(probe.ok()) << probe.status();
   EXPECT_EQ(*(*probe)->Add("rdzv/arrived", 0), kRanks);
+  EXPECT_EQ(*(*probe)->Add("bootstrapped", 0), kRanks);
+  std::vector<std::string> keys;
+  for (int r = 0; r < kRanks; ++r) keys.push_back(absl::StrCat("rdzv/rank/", r));
+  auto present = (*probe)->Check(keys);
+  ASSERT_TRUE(present.ok()) << present.status();
+  for (int r = 0; r < kRanks; ++r) EXPECT_TRUE((*present)[r]) << "rank " << r;
 }
 
 TEST(RendezvousScale, AWorldOf4100NamesTheMissingAsRangesOnEveryRank) {
@@ -109,61 +131,6 @@ TEST(RendezvousScale, AWorldOf4100NamesTheMissingAsRangesOnEveryRank) {
     EXPECT_EQ(s, statuses[0]) << "one verdict for every rank";
   }
 }
-
-// Counts the requests a rank makes and the keys they name; `before_get`, if
-// set, runs before each Get is passed on.
-class CountingStore final : public Store {
- public:
-  explicit CountingStore(std::shared_ptr<Store> base,
-                         std::function<void(absl::string_view)> before_get = {})
-      : base_(std::move(base)), before_get_(std::move(before_get)) {}
-  absl::Status Set(absl::string_view k, absl::string_view v) override {
-    Count(1);
-    return base_->Set(k, v);
-  }
-  absl::StatusOr<std::string> Get(absl::string_view k, absl::Duration t) override {
-    Count(1);
-    if (before_get_) before_get_(k);
-    return base_->Get(k, t);
-  }
-  absl::StatusOr<int64_t> Add(absl::string_view k, int64_t d) override {
-    Count(1);
-    return base_->Add(k, d);
-  }
-  absl::Status Wait(absl::Span<const std::string> k, absl::Duration t) override {
-    Count(k.size());
-    return base_->Wait(k, t);
-  }
-  absl::StatusOr<std::string> CompareSet(absl::string_view k, absl::string_view e,
-                                         absl::string_view d) override {
-    Count(1);
-    return base_->CompareSet(k, e, d);
-  }
-  absl::StatusOr<bool> Delete(absl::string_view k) override {
-    Count(1);
-    return base_->Delete(k);
-  }
-  absl::StatusOr<int64_t> NumKeys() override {
-    Count(1);
-    return base_->NumKeys();
-  }
-  absl::StatusOr<std::vector<bool>> Check(absl::Span<const std::string> k) override {
-    Count(k.size());
-    return base_->Check(k);
-  }
-  int requests() const { return requests_; }
-  int keys() const { return keys_; }
-
- private:
-  void Count(size_t keys) {
-    ++requests_;
-    keys_ += static_cast<int>(keys);
-  }
-  std::shared_ptr<Store> base_;
-  std::function<void(absl::string_view)> before_get_;
-  std::atomic<int> requests_{0};
-  std::atomic<int> keys_{0};
-};
 
 struct Costs {
   int max_requests = 0;
@@ -210,6 +177,55 @@ TEST(RendezvousScale, ARanksStoreRequestsDoNotGrowWithTheWorldSize) {
   EXPECT_LE(large.max_requests, kBound);
   EXPECT_LE(large.max_keys, kBound) << "no request may name every rank's key";
   EXPECT_EQ(large.median_requests, small.median_requests);
+}
+
+TEST(RendezvousScale, NodeLeadersCheckInForTheirNodesRanks) {
+  // 64 ranks as 8 nodes of 8: one check-in per node.
+  constexpr int kNodes = 8, kPerNode = 8, kWorld = kNodes * kPerNode;
+  std::shared_ptr<Store> shared = MakeHashStore();
+  std::vector<std::unique_ptr<CountingStore>> stores;
+  for (int n = 0; n < kNodes; ++n) stores.push_back(std::make_unique<CountingStore>(shared));
+  std::vector<absl::Status> statuses(kNodes);
+  std::vector<std::thread> threads;
+  for (int n = 0; n < kNodes; ++n) {
+    threads.emplace_back([&, n] {
+      RendezvousInfo info;
+      info.rank = n * kPerNode;
+      info.world_size = kWorld;
+      info.check_in_ranks = kPerNode;
+      statuses[n] = RendezvousCheckIn(*stores[n], info, absl::Seconds(120));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int n = 0; n < kNodes; ++n) {
+    EXPECT_TRUE(statuses[n].ok()) << "node " << n << ": " << statuses[n];
+    // Read rank 0's record, claim 8 keys, arrive, await; rank 0 also reads
+    // the event list, the last arrival publishes.
+    EXPECT_LE(stores[n]->requests(), 8 + kPerNode) << "node " << n;
+  }
+  EXPECT_EQ(*shared->Add("rdzv/arrived", 0), kWorld);
+  std::vector<std::string> keys;
+  for (int r = 0; r < kWorld; ++r) keys.push_back(absl::StrCat("rdzv/rank/", r));
+  auto present = shared->Check(keys);
+  ASSERT_TRUE(present.ok()) << present.status();
+  for (int r = 0; r < kWorld; ++r) EXPECT_TRUE((*present)[r]) << "rank " << r;
+
+  // A process that starts rank 13 by itself finds it held by node 1's leader.
+  RendezvousInfo stray;
+  stray.rank = 13;
+  stray.world_size = kWorld;
+  absl::Status refused = RendezvousCheckIn(*shared, stray, absl::Seconds(5));
+  EXPECT_TRUE(absl::IsAlreadyExists(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("rank 13 is claimed by two"));
+
+  // A leader's range must fit the world.
+  RendezvousInfo too_far;
+  too_far.rank = 60;
+  too_far.world_size = kWorld;
+  too_far.check_in_ranks = 8;
+  absl::Status invalid = RendezvousCheckIn(*MakeHashStore(), too_far, absl::Seconds(1));
+  EXPECT_TRUE(absl::IsInvalidArgument(invalid)) << invalid;
+  EXPECT_THAT(std::string(invalid.message()), HasSubstr("8 ranks from rank 60"));
 }
 
 TEST(RendezvousScale, TheHostingRankKeepsTheStoreUntilTheOthersHaveReadTheVerdict) {

@@ -42,6 +42,11 @@ struct RendezvousInfo {
   // the environment names one.
   std::string job_id;
   std::string job_id_source;  // the variable(s) it came from
+  // How many ranks this check-in covers: [rank, rank + check_in_ranks). A
+  // node leader (the launcher on a node) checks in once for the ranks it
+  // started, so that the store sees nodes, not ranks; those ranks must
+  // then not check in themselves (their rank keys are taken). 1: this rank.
+  int check_in_ranks = 1;
 };
 
 // Reads a variable; tests pass their own lookup instead of getenv.
@@ -81,7 +86,9 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
 // The check-in alone, on a store the caller already holds (for launchers and
 // tests; ConnectRendezvousStore() calls it). Costs about five store requests
 // per rank whatever the world size, and blocks until every rank has checked
-// in or `timeout` passes. Errors:
+// in or `timeout` passes. With info.check_in_ranks = k (a node leader), one
+// call checks in k ranks at 4 + k requests: one connection and one waiter
+// per node instead of k. Errors:
 //   FailedPrecondition  this process belongs to another job (another job id,
 //                       or another world size than rank 0's): two jobs share
 //                       the address. The job it tried to join is not harmed;

@@ -33,6 +33,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/multiprocess.h"
+#include "tests/backends/ucx/ucx_test_util.h"
 #include "gtest/gtest.h"
 #include "syncline/communicator.h"
 #include "syncline/store.h"
@@ -99,16 +100,6 @@ int OpenFds() {
   return n;
 }
 
-// A client of the store RunRanks hosts (MASTER_PORT on 127.0.0.1).
-std::shared_ptr<Store> JobStore() {
-  const char* port = std::getenv("MASTER_PORT");
-  int port_number = 0;
-  if (port == nullptr || !absl::SimpleAtoi(port, &port_number)) return nullptr;
-  auto tcp = ConnectTcpStore({.host = "127.0.0.1", .port = port_number});
-  EXPECT_TRUE(tcp.ok()) << tcp.status();
-  return tcp.ok() ? *tcp : nullptr;
-}
-
 // Waits until `n` ranks reached `name`, outside every communicator: an
 // abort notice fails whatever op of that communicator a peer still runs, so
 // the abort tests let every rank finish first.
@@ -119,21 +110,6 @@ void StoreBarrier(Store& store, const std::string& name, int n) {
     ASSERT_LT(absl::Now(), until) << "ranks never reached " << name;
     absl::SleepFor(absl::Milliseconds(1));
   }
-}
-
-std::unique_ptr<Communicator> CreateUcx(std::shared_ptr<Store> store = nullptr,
-                                        int rank = -1, int size = -1,
-                                        const std::string& backend_options = "") {
-  CommunicatorOptions options;
-  options.backend = "ucx";
-  options.backend_options = backend_options;
-  options.timeout = absl::Seconds(60);
-  options.store = std::move(store);
-  options.rank = rank;
-  options.world_size = size;
-  auto comm = Communicator::Create(options);
-  EXPECT_TRUE(comm.ok()) << comm.status();
-  return comm.ok() ? std::move(comm).value() : nullptr;
 }
 
 std::unique_ptr<Communicator> SplitOrDie(Communicator& comm, int color, int key) {

@@ -1,0 +1,143 @@
+// store_scale.cc: Syncline's rendezvous at many simulated ranks.
+//
+// One process plays a share of a job's ranks, one thread each, against a
+// TcpStore on 127.0.0.1. run.py starts the store (--serve) and a few of
+// these workers, then starts them all at once, so that the store sees
+// every rank arrive together, as at a job's start.
+//
+//   --serve                    host a TcpStoreServer on a free port, print
+//                              "port <p>", serve until stdin closes
+//   --port P --world N --first F --count C [--per-check-in K]
+//                              ranks [F, F+C) of a world of N: print
+//                              "ready", wait for a line on stdin, then each
+//                              thread connects (ConnectTcpStore) and checks
+//                              in (RendezvousCheckIn), K ranks at a time (a
+//                              node leader when K > 1); print
+//                              "done <connected_ns> <checked_in_ns> <errors>"
+//                              with the latest CLOCK_MONOTONIC times of
+//                              either phase, and the first error if any.
+// The clients stay open until every thread is done, as a job's would.
+#include <time.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "syncline/rendezvous.h"
+#include "syncline/tcp_store.h"
+
+namespace {
+
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+int Serve() {
+  auto server = syncline::TcpStoreServer::Start({.host = "127.0.0.1", .port = 0});
+  if (!server.ok()) {
+    std::fprintf(stderr, "store_scale: cannot start the store: %s\n",
+                 std::string(server.status().message()).c_str());
+    return 1;
+  }
+  std::printf("port %d\n", (*server)->port());
+  std::fflush(stdout);
+  std::string line;
+  while (std::getline(std::cin, line)) {
+  }
+  return 0;
+}
+
+struct Args {
+  int port = 0, world = 0, first = 0, count = 0, per_check_in = 1;
+};
+
+int RunRanks(const Args& a) {
+  const int threads = a.count / a.per_check_in;
+  const absl::Duration timeout = absl::Seconds(600);
+  absl::Notification go;
+  std::atomic<int64_t> connected_ns{0}, checked_in_ns{0};
+  std::atomic<int> errors{0};
+  std::mutex mu;
+  std::string first_error;
+  std::vector<std::shared_ptr<syncline::Store>> clients(threads);
+  auto latest = [](std::atomic<int64_t>& at, int64_t t) {
+    int64_t seen = at.load();
+    while (t > seen && !at.compare_exchange_weak(seen, t)) {
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i) {
+    pool.emplace_back([&, i] {
+      syncline::RendezvousInfo info;
+      info.rank = a.first + i * a.per_check_in;
+      info.world_size = a.world;
+      info.check_in_ranks = a.per_check_in;
+      info.job_id = "store-scale";
+      info.job_id_source = "bench";
+      go.WaitForNotification();
+      absl::Status status;
+      auto client = syncline::ConnectTcpStore(
+          {.host = "127.0.0.1", .port = a.port, .connect_timeout = timeout});
+      latest(connected_ns, MonotonicNs());
+      if (client.ok()) {
+        clients[i] = *client;
+        status = syncline::RendezvousCheckIn(**client, info, timeout);
+      } else {
+        status = client.status();
+      }
+      latest(checked_in_ns, MonotonicNs());
+      if (!status.ok()) {
+        errors.fetch_add(1);
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.empty()) first_error = std::string(status.message());
+      }
+    });
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
+  std::string line;
+  std::getline(std::cin, line);
+  go.Notify();
+  for (auto& t : pool) t.join();
+  std::printf("done %lld %lld %d %s\n", static_cast<long long>(connected_ns.load()),
+              static_cast<long long>(checked_in_ns.load()), errors.load(),
+              first_error.substr(0, 300).c_str());
+  std::fflush(stdout);
+  return errors.load() == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--serve") return Serve();
+    if (i + 1 >= argc) break;
+    const int value = std::atoi(argv[++i]);
+    if (flag == "--port") a.port = value;
+    else if (flag == "--world") a.world = value;
+    else if (flag == "--first") a.first = value;
+    else if (flag == "--count") a.count = value;
+    else if (flag == "--per-check-in") a.per_check_in = value;
+  }
+  if (a.port <= 0 || a.world <= 0 || a.count <= 0 || a.per_check_in <= 0 ||
+      a.count % a.per_check_in != 0) {
+    std::fprintf(stderr,
+                 "usage: %s --serve | --port P --world N --first F --count C "
+                 "[--per-check-in K] (C a multiple of K)\n",
+                 argv[0]);
+    return 2;
+  }
+  return RunRanks(a);
+}
