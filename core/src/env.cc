@@ -68,8 +68,9 @@ const std::vector<EnvOption>& EnvOptions() {
        "Pitfall warnings to silence, by name (oversubscription, no_sync_mismatch, "
        "replica_drift, bucket_cap, verbose_logging), or all."},
       {"SYNCLINE_CHECK_EVERY", "1000",
-       "DDP: every N forwards, compare per-parameter checksums across ranks and "
-       "name the first parameter that drifted (one small allgather; 0: off)."},
+       "DDP: every N synced iterations (not forwards with grad mode off, not "
+       "inside NoSync()), compare per-parameter checksums across ranks and name "
+       "the first parameter that drifted (one small allgather; 0: off)."},
       {"SYNCLINE_CHECK_NAN", "0",
        "1: the check interposer also scans floating-point inputs for NaN/Inf "
        "before each collective and fails it on every rank, naming the rank, "

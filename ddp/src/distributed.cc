@@ -86,16 +86,24 @@ DistributedDataParallel::JoinCounts DistributedDataParallel::JoinHandshake(
 }
 
 void DistributedDataParallel::PrepareForward() {
-  const bool expect_backward = torch::GradMode::is_enabled();
+  // A forward with grad mode off (evaluation, often on rank 0 only) has no
+  // backward to reduce: it communicates nothing and leaves the reducer, the
+  // buffers and the iteration count as they are.
+  if (!torch::GradMode::is_enabled()) return;
   if (in_join_) {
     JoinHandshake({/*active=*/1, /*window_end=*/no_sync_ ? 0 : 1,
-                   /*grad_sync=*/!no_sync_ && expect_backward ? 1 : 0});
+                   /*grad_sync=*/no_sync_ ? 0 : 1});
   }
-  ++forwards_;
-  if (check_every_ > 0 && !in_join_ && forwards_ % check_every_ == 0) {
-    internal::CheckReplicaDrift(*comm_, params_, param_names_, forwards_, options_.timeout);
+  if (!no_sync_ && !in_join_) {
+    // Only synced iterations count: every rank runs them in the same order,
+    // whatever else it runs locally.
+    ++synced_iterations_;
+    if (check_every_ > 0 && synced_iterations_ % check_every_ == 0) {
+      internal::CheckReplicaDrift(*comm_, params_, param_names_, synced_iterations_,
+                                  options_.timeout);
+    }
   }
-  reducer_->PrepareForward(/*sync=*/!no_sync_, expect_backward);
+  reducer_->PrepareForward(/*sync=*/!no_sync_);
   if (options_.broadcast_buffers && !no_sync_) BroadcastBuffers();
 }
 

@@ -99,12 +99,12 @@ bool CheckReplicaDrift(Communicator& comm, const std::vector<at::Tensor>& params
     }
     if (differ.empty()) continue;
     WarnPitfall(Pitfall::kReplicaDrift, comm.rank(),
-                absl::StrFormat("at forward %d the model replicas differ: first differing "
+                absl::StrFormat("at synced iteration %d the model replicas differ: first differing "
                                 "parameter '%s' (ranks [%s] differ from rank 0). The "
                                 "optimizer stepped without synchronized gradients, e.g. "
-                                "NoSync() left on, or a parameter changed outside the "
-                                "optimizer on some ranks; synchronize gradients before "
-                                "every optimizer step",
+                                "after a NoSync() forward, or a parameter changed "
+                                "outside the optimizer on some ranks; synchronize "
+                                "gradients before every optimizer step",
                                 step, names[i / 2], absl::StrJoin(differ, ",")));
     return true;
   }

@@ -5,7 +5,7 @@
 //                     4 MiB of gradients (no overlap with backward possible)
 //   oversubscription  libtorch intra-op threads x local ranks > cores
 //   no_sync_mismatch  a forward and its backward disagree about NoSync()
-//   replica_drift     every SYNCLINE_CHECK_EVERY forwards, a per-parameter
+//   replica_drift     every SYNCLINE_CHECK_EVERY synced iterations, a per-parameter
 //                     checksum is compared across ranks
 // Each warns once, on rank 0, with the fix.
 #ifndef SYNCLINE_DDP_SRC_PITFALL_CHECKS_H_
@@ -31,7 +31,7 @@ void CheckConstructionPitfalls(const Communicator& comm,
 // `no_sync_now` whether a NoSyncGuard is alive now.
 void CheckNoSyncMismatch(int rank, bool forward_synced, bool no_sync_now);
 
-// The forward-count interval from SYNCLINE_CHECK_EVERY (0: off).
+// The synced-iteration interval from SYNCLINE_CHECK_EVERY (0: off).
 int64_t ReplicaCheckInterval();
 
 // Collective: compares per-parameter checksums across ranks and warns on

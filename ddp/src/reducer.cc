@@ -148,7 +148,7 @@ void Reducer::RebuildIfDue() {
   ready_order_.clear();
 }
 
-void Reducer::PrepareForward(bool sync, bool expect_backward) {
+void Reducer::PrepareForward(bool sync) {
   absl::MutexLock lock(&mu_);
   if (!pending_error_.empty()) {
     std::string error = std::move(pending_error_);
@@ -165,7 +165,7 @@ void Reducer::PrepareForward(bool sync, bool expect_backward) {
   // window's synced iteration.
   if (sync) RebuildIfDue();
   events_.clear();
-  armed_ = expect_backward;
+  armed_ = true;
   sync_ = sync;
 }
 

@@ -47,9 +47,9 @@ class Reducer {
   Reducer& operator=(const Reducer&) = delete;
 
   // Throws the previous iteration's error, rebuilds the buckets once after
-  // the first synced backward (collective), and arms the next backward.
-  // `expect_backward` is false under NoGradGuard: nothing is armed.
-  void PrepareForward(bool sync, bool expect_backward);
+  // the first synced backward (collective, when `sync`), and arms the next
+  // backward. Not called for a forward with grad mode off.
+  void PrepareForward(bool sync);
 
   // Join, for a rank with no data: PrepareShadow() mirrors PrepareForward()
   // of an iteration outside no_sync (the rebuild, if due); ShadowBackward()

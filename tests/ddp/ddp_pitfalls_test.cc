@@ -121,10 +121,16 @@ TEST(DdpPitfalls, ReplicasThatDriftApartAreNamed) {
     Mlp model = MakeModel<Mlp>(1);
     DistributedDataParallel ddp(model.ptr(), Connect());
     torch::optim::SGD opt(model->parameters(), 0.1);
-    auto guard = ddp.NoSync();  // left on: every rank steps on its own gradients
-    for (int step = 0; step < 3; ++step) Step(ddp, model, opt, rank, step);
+    Step(ddp, model, opt, rank, 0);
+    if (rank == 1) {
+      // A parameter changed outside the optimizer on one rank only.
+      torch::NoGradGuard no_grad;
+      model->fc1->weight.add_(0.5);
+    }
+    for (int step = 1; step < 3; ++step) Step(ddp, model, opt, rank, step);
   }, options);
-  EXPECT_THAT(out, HasSubstr("[pitfall replica_drift]"));
+  EXPECT_THAT(out, HasSubstr("[pitfall replica_drift] "));
+  EXPECT_THAT(out, HasSubstr("at synced iteration 3 the model replicas differ"));
   EXPECT_THAT(out, HasSubstr("first differing parameter 'fc1.weight' (ranks [1] differ"));
 }
 

@@ -8,7 +8,7 @@
 //   oversubscription   | intra-op threads x local ranks exceed the cores
 //   no_sync_mismatch   | a forward and its backward disagree about no_sync
 //   replica_drift      | ranks' parameters drifted apart (checked every
-//                      | SYNCLINE_CHECK_EVERY steps)
+//                      | SYNCLINE_CHECK_EVERY synced iterations)
 //   bucket_cap         | > 100 gradient buckets, or one bucket and no overlap
 //   verbose_logging    | info-level logs from every rank of a large job
 //   loopback_interface | a multi-host job would bind to loopback (an error

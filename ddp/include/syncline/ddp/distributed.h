@@ -112,7 +112,7 @@ struct DdpOptions {
   // start early in backward.
   double first_bucket_mb = 1;
   // Broadcast the module's buffers (e.g. BatchNorm statistics) from rank 0 at
-  // every PrepareForward() outside NoSync().
+  // every PrepareForward() outside NoSync() with grad mode on.
   bool broadcast_buffers = true;
   // Tolerate parameters that get no gradient in an iteration: they are
   // reduced as zeros, and a parameter unused on every rank keeps its `.grad`
@@ -195,9 +195,17 @@ class DistributedDataParallel {
   // error of the previous iteration if it had one (e.g. a parameter that got
   // no gradient). Records whether this iteration syncs: inside NoSync() it
   // does not, and then it communicates nothing. Otherwise it rebuilds the
-  // buckets once after the first synced iteration and broadcasts buffers
-  // (broadcast_buffers). With grad mode off it arms nothing. Collective on
-  // every rank in the same iteration.
+  // buckets once after the first synced iteration, broadcasts buffers
+  // (broadcast_buffers) and, every SYNCLINE_CHECK_EVERY synced iterations,
+  // compares the replicas. Collective on every rank in the same iteration.
+  //
+  // With grad mode off (torch::NoGradGuard, e.g. evaluation) it does nothing
+  // at all: no collective, no buffer broadcast, no replica check, and the
+  // reducer stays as it was (an iteration already prepared stays armed). The
+  // forward uses this rank's own buffers as they are. So any subset of ranks
+  // may evaluate, any number of times, between training iterations; a module
+  // in train() mode still updates its local buffers (e.g. BatchNorm running
+  // statistics), and the next synced forward overwrites them with rank 0's.
   void PrepareForward();
 
   // Forward()
@@ -309,7 +317,7 @@ class DistributedDataParallel {
   // The replica_drift pitfall check (SYNCLINE_CHECK_EVERY).
   std::vector<at::Tensor> params_;
   std::vector<std::string> param_names_;
-  int64_t forwards_ = 0;
+  int64_t synced_iterations_ = 0;  // PrepareForward()s outside NoSync() and Join()
   int64_t check_every_ = 0;
 };
 
