@@ -113,7 +113,11 @@ TEST_P(SplitTest, UsesCommSplitWhenTheBackendHasItAndCommCreateOtherwise) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE((*again)->Wait(absl::Seconds(5)).ok());
   again->reset();
+  // A Work keeps its plugin communicator alive: the child's goes with the
+  // last of them (the first allreduce's), not with the Communicator.
   child->reset();
+  EXPECT_EQ(n->comm_destroy, destroyed + 1) << "a Work still holds the child's communicator";
+  w->reset();
   EXPECT_EQ(n->comm_destroy, destroyed + 2);
 }
 
