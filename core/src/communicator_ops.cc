@@ -205,6 +205,37 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Recv(
   return Post(SL_OP_RECV, BufferView{}, buffer, 0, 0, peer, o.tag, o.timeout);
 }
 
+namespace {
+
+// Child communicator ids come from one counter in the job's root store, so
+// no two children of any communicator in the job share an id (a formula of
+// parent id, split number and color cannot promise that: with
+// id*1000003 + split*1009 + color, split 1 with color 1009 equalled split 2
+// with color 0). The group's new rank 0 draws the id and publishes it to its
+// group; the top bit keeps child ids apart from the process-local ids of
+// communicators made by Create().
+constexpr uint64_t kSplitIdBit = 1ull << 63;
+
+absl::StatusOr<uint64_t> AllocateSplitId(Store& root, Store& group, bool leader,
+                                         absl::Duration timeout) {
+  if (leader) {
+    SL_ASSIGN_OR_RETURN(int64_t n, root.Add("syncline/split_ids", 1));
+    const uint64_t id = kSplitIdBit | static_cast<uint64_t>(n);
+    SL_RETURN_IF_ERROR(group.Set("id", absl::StrCat(id)));
+    return id;
+  }
+  SL_ASSIGN_OR_RETURN(std::string text, group.Get("id", timeout));
+  uint64_t id = 0;
+  if (!absl::SimpleAtoi(text, &id) || (id & kSplitIdBit) == 0) {
+    return absl::DataLossError(
+        absl::StrCat("split: the group's communicator id in the store is malformed: '", text,
+                     "'"));
+  }
+  return id;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int key) {
   // Everyone learns everyone's (color, key) through the store, so that Split
   // works on any device (a CUDA-only backend has no CPU allgather).
@@ -239,13 +270,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
     if (members[i].second == rank_) new_rank = static_cast<int>(i);
   }
   const int new_size = static_cast<int>(members.size());
-  // Ids stay unique and identical across the group's ranks.
-  const uint64_t child_id =
-      impl_->comm_id * 1000003ull + static_cast<uint64_t>(split_index) * 1009ull +
-      static_cast<uint64_t>(color);
   auto scoped = MakePrefixStore(
       absl::StrCat("comm", impl_->comm_id, "/split", split_index, "/color", color),
       impl_->root_store);
+  uint64_t child_id = 0;
+  if (color >= 0) {
+    SL_ASSIGN_OR_RETURN(child_id, AllocateSplitId(*impl_->root_store, *scoped,
+                                                  /*leader=*/new_rank == 0, timeout_));
+  }
   auto impl = std::make_unique<Impl>();
   impl->table = impl_->table;
   impl->name = impl_->name;

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct FakeCounters {
   int last_split_color;
   int last_split_had_store;
   unsigned long long last_split_comm_id;
+  unsigned long long last_create_comm_id;
 };
 
 class SplitTest : public ::testing::TestWithParam<bool> {
@@ -119,6 +121,41 @@ TEST_P(SplitTest, UsesCommSplitWhenTheBackendHasItAndCommCreateOtherwise) {
   EXPECT_EQ(n->comm_destroy, destroyed + 1) << "a Work still holds the child's communicator";
   w->reset();
   EXPECT_EQ(n->comm_destroy, destroyed + 2);
+}
+
+// The id the backend was given for the communicator made last.
+uint64_t LastChildId(const FakeCounters& n, bool has_split) {
+  return has_split ? n.last_split_comm_id : n.last_create_comm_id;
+}
+
+TEST_P(SplitTest, ChildIdsNeverCollide) {
+  const bool has_split = GetParam();
+  auto parent = Create();
+  ASSERT_NE(parent, nullptr);
+  FakeCounters* n = Counters();
+  ASSERT_NE(n, nullptr);
+  const uint64_t parent_id = n->last_create_comm_id;
+  // The pair that collided under id*1000003 + split*1009 + color.
+  auto first = parent->Split(/*color=*/1009, /*key=*/0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const uint64_t a = LastChildId(*n, has_split);
+  auto second = parent->Split(/*color=*/0, /*key=*/0);
+  ASSERT_TRUE(second.ok()) << second.status();
+  const uint64_t b = LastChildId(*n, has_split);
+  EXPECT_NE(a, b) << "split 1 with color 1009 and split 2 with color 0";
+  EXPECT_NE(a, parent_id);
+  EXPECT_NE(b, parent_id);
+  // Grandchildren and a second root communicator on the same store draw
+  // from the same counter.
+  std::set<uint64_t> ids = {parent_id, a, b};
+  auto grandchild = (*first)->Split(0, 0);
+  ASSERT_TRUE(grandchild.ok()) << grandchild.status();
+  EXPECT_TRUE(ids.insert(LastChildId(*n, has_split)).second);
+  for (int color = 0; color < 50; ++color) {
+    auto c = parent->Split(color * 1009, 0);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_TRUE(ids.insert(LastChildId(*n, has_split)).second) << "color " << color * 1009;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Core, SplitTest, ::testing::Bool(), [](const auto& info) {

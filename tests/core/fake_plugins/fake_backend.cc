@@ -15,8 +15,9 @@ struct FakeCounters {
   int last_split_color;
   int last_split_had_store;
   unsigned long long last_split_comm_id;
+  unsigned long long last_create_comm_id;
 };
-SL_PLUGIN_EXPORT FakeCounters fake_counters = {0, 0, 0, 0, 0, 0};
+SL_PLUGIN_EXPORT FakeCounters fake_counters = {0, 0, 0, 0, 0, 0, 0};
 }
 
 struct sl_comm {
@@ -30,6 +31,7 @@ namespace {
 
 sl_result_t Create(const sl_comm_config_t* config, sl_comm_t** comm, sl_error_t*) {
   ++fake_counters.comm_create;
+  fake_counters.last_create_comm_id = config->comm_id;
   *comm = new sl_comm{config->rank};
   return SL_OK;
 }
