@@ -142,9 +142,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   absl::StatusOr<std::string> name = internal::ChooseBackend(options.backend, options.device);
   absl::StatusOr<const sl_backend_v1_t*> table =
       name.ok() ? internal::LoadBackend(*name) : absl::StatusOr<const sl_backend_v1_t*>(name.status());
-  if (table.ok()) {
-    table = internal::ApplyInterposers(*table, internal::ChoosePlugins(options.plugins));
-  }
+  const std::vector<std::string> plugins = internal::ChoosePlugins(options.plugins);
+  CheckOptionPitfalls(rank, plugins);
+  if (table.ok()) table = internal::ApplyInterposers(*table, plugins);
   // Every rank, including one that failed to load, hears the same verdict.
   absl::StatusOr<std::string> choice =
       table.ok() ? absl::StatusOr<std::string>(absl::StrFormat(

@@ -66,7 +66,8 @@ const std::vector<EnvOption>& EnvOptions() {
        "Tests only: extra backends (e.g. ucx,nccl) for the shared collective suite."},
       {"SYNCLINE_WARN", "",
        "Pitfall warnings to silence, by name (oversubscription, no_sync_mismatch, "
-       "replica_drift, bucket_cap, verbose_logging), or all."},
+       "replica_drift, bucket_cap, verbose_logging, unknown_option, "
+       "ineffective_option), or all."},
       {"SYNCLINE_CHECK_EVERY", "1000",
        "DDP: every N synced iterations (not forwards with grad mode off, not "
        "inside NoSync()), compare per-parameter checksums across ranks and name "

@@ -200,34 +200,64 @@ absl::StatusOr<const sl_backend_v1_t*> AdoptBackendTable(const sl_backend_v1_t* 
   return ExtendLocked(reg, t, path);
 }
 
+namespace {
+
+// Loads backend `name` (reg.mu held): its table, or nullptr with every
+// reason it could not be loaded in `tried`.
+const sl_backend_v1_t* LoadBackendLocked(Registry& reg, const std::string& name,
+                                         std::vector<std::string>* tried) {
+  auto it = reg.backends.find(name);
+  if (it != reg.backends.end()) return it->second;
+  if (name.empty() || name.find('/') != std::string::npos) return nullptr;
+  const std::string file = absl::StrCat(kBackendPrefix, name, ".so");
+  auto fn = OpenAndResolve(file, "syncline_backend_plugin_v1", "backend", tried);
+  if (!fn.ok()) return nullptr;
+  const sl_backend_v1_t* table = reinterpret_cast<sl_backend_entry_fn>(*fn)();
+  absl::Status valid = ValidateBackendTable(table, file);
+  if (!valid.ok()) {
+    tried->push_back(std::string(valid.message()));
+    return nullptr;
+  }
+  table = ExtendLocked(reg, table, file);
+  reg.backends[name] = table;
+  return table;
+}
+
+}  // namespace
+
 absl::StatusOr<const sl_backend_v1_t*> LoadBackend(const std::string& name) {
   Registry& reg = GetRegistry();
   std::lock_guard<std::mutex> lock(reg.mu);
-  auto it = reg.backends.find(name);
-  if (it != reg.backends.end()) return it->second;
   std::vector<std::string> tried;
-  std::string file = absl::StrCat(kBackendPrefix, name, ".so");
-  bool valid_name = !name.empty() && name.find('/') == std::string::npos;
-  if (valid_name) {
-    auto fn = OpenAndResolve(file, "syncline_backend_plugin_v1", "backend", &tried);
-    if (fn.ok()) {
-      const sl_backend_v1_t* table = reinterpret_cast<sl_backend_entry_fn>(*fn)();
-      absl::Status valid = ValidateBackendTable(table, file);
-      if (valid.ok()) {
-        table = ExtendLocked(reg, table, file);
-        reg.backends[name] = table;
-        return table;
+  if (const sl_backend_v1_t* table = LoadBackendLocked(reg, name, &tried)) return table;
+  // The other plugin files on the search path, told apart by whether they
+  // load: a file that is there but cannot be loaded is no choice to offer.
+  std::vector<std::string> loadable;
+  std::vector<std::string> broken;
+  for (const std::string& other : AvailableBackends()) {
+    if (other == name) continue;
+    std::vector<std::string> reasons;
+    if (LoadBackendLocked(reg, other, &reasons) != nullptr) {
+      loadable.push_back(other);
+    } else {
+      // The file is somewhere on the path: say why it failed there, not
+      // that the folders before or after it lack it.
+      std::vector<std::string> why;
+      for (const std::string& r : reasons) {
+        if (!absl::EndsWith(r, ": not found")) why.push_back(r);
       }
-      tried.push_back(std::string(valid.message()));
+      broken.push_back(absl::StrCat(other, ": ", why.empty() ? "?" : absl::StrJoin(why, "; ")));
     }
   }
-  std::vector<std::string> available = AvailableBackends();
   return absl::NotFoundError(absl::StrFormat(
-      "cannot load backend '%s'.\n  Tried:\n    %s\n  Available backends: %s\n"
+      "cannot load backend '%s'.\n  Tried:\n    %s\n  Available backends: %s\n%s"
       "  Search path: %s\n  Set SYNCLINE_BACKEND to an available backend, or add "
       "the plugin's folder to SYNCLINE_PLUGIN_PATH.",
       name, tried.empty() ? "(invalid name)" : absl::StrJoin(tried, "\n    "),
-      available.empty() ? "(none found)" : absl::StrJoin(available, ", "),
+      loadable.empty() ? "(none that load)" : absl::StrJoin(loadable, ", "),
+      broken.empty() ? ""
+                     : absl::StrCat("  Found but cannot be loaded:\n    ",
+                                    absl::StrJoin(broken, "\n    "), "\n"),
       absl::StrJoin(PluginSearchPath(), ":")));
 }
 

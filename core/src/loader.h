@@ -25,7 +25,8 @@ std::vector<std::string> PluginSearchPath();
 std::vector<std::string> AvailableBackends();
 
 // Opens libsyncline-backend-<name>.so and validates its table. The error
-// lists every path tried and why each failed, and the available backends.
+// lists every path tried and why each failed, the other backends that load,
+// and apart from them the plugin files found that do not load, with why.
 absl::StatusOr<const sl_backend_v1_t*> LoadBackend(const std::string& name);
 
 // Wraps `base` in the interposers named (outermost first), e.g. {"trace"}.

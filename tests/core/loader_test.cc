@@ -46,6 +46,33 @@ TEST_F(LoaderTest, UnknownBackendListsPathsAndAvailableBackends) {
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("Search path: "));
 }
 
+// Files that are there but do not load are not offered as choices: they are
+// listed apart, each with its reason.
+TEST_F(LoaderTest, AvailableBackendsAreOnlyThoseThatLoad) {
+  absl::Status s = CreateWith("nosuch");
+  ASSERT_TRUE(absl::IsNotFound(s)) << s;
+  const std::string m(s.message());
+  const size_t available = m.find("Available backends:");
+  const size_t broken = m.find("Found but cannot be loaded:");
+  const size_t search = m.find("Search path:");
+  ASSERT_NE(available, std::string::npos) << m;
+  ASSERT_NE(broken, std::string::npos) << m;
+  ASSERT_LT(available, broken) << m;
+  ASSERT_LT(broken, search) << m;
+  const std::string loadable = m.substr(available, broken - available);
+  const std::string failing = m.substr(broken, search - broken);
+  for (const char* bad : {"notaplugin", "wrongabi", "missingdep"}) {
+    EXPECT_THAT(loadable, ::testing::Not(::testing::HasSubstr(bad))) << m;
+  }
+  EXPECT_THAT(failing, ::testing::HasSubstr("notaplugin: "));
+  EXPECT_THAT(failing, ::testing::HasSubstr("does not export syncline_backend_plugin_v1"));
+  EXPECT_THAT(failing, ::testing::HasSubstr("wrongabi: "));
+  EXPECT_THAT(failing, ::testing::HasSubstr("ABI version 99"));
+  EXPECT_THAT(failing, ::testing::HasSubstr("missingdep: "));
+  EXPECT_THAT(failing, ::testing::HasSubstr("missing dependency libsyncline_test_dep.so"));
+  EXPECT_THAT(loadable, ::testing::HasSubstr("gloo")) << "the build's own backend loads";
+}
+
 TEST_F(LoaderTest, LibraryWithoutEntryPointIsNotAPlugin) {
   absl::Status s = CreateWith("notaplugin");
   ASSERT_FALSE(s.ok());
