@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backend.h"
@@ -73,10 +75,17 @@ absl::Status CreateBackendComm(Communicator::Impl& impl, int rank, int size,
   sl_result_t r = impl.table->comm_create(&config, backend->comm_slot(), &err);
   if (r != SL_OK) {
     *backend->comm_slot() = nullptr;
+    // A bad option names where the options came from.
+    const std::string where =
+        r == SL_ERR_INVALID_ARGUMENT && !impl.backend_options.empty()
+            ? absl::StrCat(" (backend options '", impl.backend_options,
+                           "', from CommunicatorOptions::backend_options and ",
+                           impl.backend_options_variable, ")")
+            : "";
     return absl::Status(internal::ToStatusCode(r),
                         absl::StrFormat("%s: creating the communicator on rank %d/%d "
-                                        "failed: %s",
-                                        impl.table->name, rank, size, err.message));
+                                        "failed: %s%s",
+                                        impl.table->name, rank, size, err.message, where));
   }
   impl.backend = std::move(backend);
   return absl::OkStatus();
@@ -107,6 +116,19 @@ absl::Status SplitBackendComm(Communicator::Impl& parent, Communicator::Impl& ch
   return absl::OkStatus();
 }
 }  // namespace internal
+
+namespace {
+
+// SYNCLINE_<NAME>_OPTIONS for backend `name` ("ucx": SYNCLINE_UCX_OPTIONS).
+std::string BackendOptionsVariable(const std::string& name) {
+  std::string upper = absl::AsciiStrToUpper(name);
+  for (char& c : upper) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return absl::StrCat("SYNCLINE_", upper, "_OPTIONS");
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     const CommunicatorOptions& options) {
@@ -140,6 +162,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   impl->root_store = root;
   impl->backend_options = options.backend_options;
   absl::StatusOr<std::string> name = internal::ChooseBackend(options.backend, options.device);
+  if (name.ok()) {
+    impl->backend_options_variable = BackendOptionsVariable(*name);
+    const char* from_env = std::getenv(impl->backend_options_variable.c_str());
+    if (from_env != nullptr && *from_env != '\0') {
+      impl->backend_options = impl->backend_options.empty()
+                                  ? std::string(from_env)
+                                  : absl::StrCat(impl->backend_options, ";", from_env);
+    }
+  }
   absl::StatusOr<const sl_backend_v1_t*> table =
       name.ok() ? internal::LoadBackend(*name) : absl::StatusOr<const sl_backend_v1_t*>(name.status());
   const std::vector<std::string> plugins = internal::ChoosePlugins(options.plugins);

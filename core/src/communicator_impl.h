@@ -22,6 +22,7 @@ struct Communicator::Impl {
   uint64_t comm_id = 0;
   std::shared_ptr<Store> root_store;  // unscoped: sub-groups scope it anew
   std::string backend_options;
+  std::string backend_options_variable;  // SYNCLINE_<BACKEND>_OPTIONS
   int splits = 0;      // Split() calls so far (same on every rank)
   std::mutex post_mu;  // serializes posting so seq order == post order
   // Shared with every Work, which reports completion and timeouts to it.

@@ -284,6 +284,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
   impl->comm_id = child_id;
   impl->root_store = impl_->root_store;
   impl->backend_options = impl_->backend_options;
+  impl->backend_options_variable = impl_->backend_options_variable;
   if (impl_->table->comm_split != nullptr) {
     // The backend splits the parent itself (e.g. UCX reuses its endpoints);
     // it is collective over the parent, so ranks outside every group call it too.

@@ -17,6 +17,15 @@ const std::vector<EnvOption>& EnvOptions() {
        "Backend: gloo, ucx, nccl, auto, or a device map such as "
        "cpu:gloo,cuda:nccl. auto picks nccl for CUDA buffers when a GPU and "
        "the plugin are present, gloo otherwise."},
+      {"SYNCLINE_UCX_OPTIONS", "",
+       "Options of the ucx backend, key=value;...: the switch points "
+       "(allreduce_small_max, broadcast_small_max, reduce_small_max, "
+       "allgather_small_max, reduce_scatter_small_max), chunk_bytes, "
+       "busy_poll_us, async_progress_delay_us, peer_error_mode, tag_spaces "
+       "(backends/ucx/README.md). Any backend reads SYNCLINE_<NAME>_OPTIONS; "
+       "a key here overrides the same key in CommunicatorOptions::backend_options."},
+      {"SYNCLINE_NCCL_OPTIONS", "",
+       "Options of the nccl backend, key=value;...: watchdog_ms, abort_poll_ms."},
       {"SYNCLINE_PLUGINS", "",
        "Interposers stacked on the backend, outermost first, e.g. trace,check."},
       {"SYNCLINE_PLUGIN_PATH", "",

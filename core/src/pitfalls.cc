@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <set>
 
@@ -136,6 +137,12 @@ bool IsToolingVariable(absl::string_view name) {
          name == "SYNCLINE_ORPHAN_TEST";
 }
 
+// SYNCLINE_<NAME>_OPTIONS is read for whichever backend is chosen,
+// including plugins Syncline does not ship.
+bool IsBackendOptionsVariable(absl::string_view name) {
+  return absl::EndsWith(name, "_OPTIONS") && name.size() > std::strlen("SYNCLINE__OPTIONS");
+}
+
 }  // namespace
 
 std::string ClosestOption(const std::string& name) {
@@ -160,7 +167,7 @@ void CheckOptionPitfalls(int rank, const std::vector<std::string>& plugins) {
     absl::string_view entry = *e;
     const std::string name(entry.substr(0, entry.find('=')));
     if (!absl::StartsWith(name, "SYNCLINE_") || known.count(name) > 0 ||
-        IsToolingVariable(name)) {
+        IsToolingVariable(name) || IsBackendOptionsVariable(name)) {
       continue;
     }
     const std::string closest = ClosestOption(name);

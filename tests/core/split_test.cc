@@ -24,6 +24,7 @@ struct FakeCounters {
   int last_split_had_store;
   unsigned long long last_split_comm_id;
   unsigned long long last_create_comm_id;
+  char last_create_options[256];
 };
 
 class SplitTest : public ::testing::TestWithParam<bool> {
@@ -155,6 +156,31 @@ TEST_P(SplitTest, ChildIdsNeverCollide) {
     auto c = parent->Split(color * 1009, 0);
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_TRUE(ids.insert(LastChildId(*n, has_split)).second) << "color " << color * 1009;
+  }
+}
+
+// SYNCLINE_<BACKEND>_OPTIONS reaches the plugin after the code's options, so
+// that a key set in the environment overrides the same key set in code; a
+// child made by Split gets the same options.
+TEST_P(SplitTest, BackendOptionsFromTheEnvironmentFollowTheCodes) {
+  const std::string variable = GetParam() ? "SYNCLINE_FAKESPLIT_OPTIONS" : "SYNCLINE_FAKENOSPLIT_OPTIONS";
+  ::setenv(variable.c_str(), "a=2;c=3", 1);
+  CommunicatorOptions options;
+  options.rank = 0;
+  options.world_size = 1;
+  options.backend = Backend();
+  options.store = MakeHashStore();
+  options.backend_options = "a=1;b=1";
+  auto comm = Communicator::Create(options);
+  ::unsetenv(variable.c_str());
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  FakeCounters* n = Counters();
+  ASSERT_NE(n, nullptr);
+  EXPECT_STREQ(n->last_create_options, "a=1;b=1;a=2;c=3");
+  if (!GetParam()) {
+    auto child = (*comm)->Split(0, 0);
+    ASSERT_TRUE(child.ok()) << child.status();
+    EXPECT_STREQ(n->last_create_options, "a=1;b=1;a=2;c=3") << "the child's options";
   }
 }
 

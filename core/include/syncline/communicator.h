@@ -85,7 +85,10 @@ struct CommunicatorOptions {
   Device device = Device::Cpu();       // the device the buffers will live on
   absl::Duration timeout = absl::ZeroDuration();  // 0: SYNCLINE_TIMEOUT
   std::shared_ptr<Store> store;        // null: rendezvous from the environment
-  std::string backend_options;         // "key=value;..." passed to the plugin
+  // "key=value;..." passed to the plugin. SYNCLINE_<BACKEND>_OPTIONS (e.g.
+  // SYNCLINE_UCX_OPTIONS="busy_poll_us=0;chunk_bytes=1m") is appended, so a
+  // key set in the environment overrides the same key set here.
+  std::string backend_options;
 };
 
 class Communicator {

@@ -16,8 +16,9 @@ struct FakeCounters {
   int last_split_had_store;
   unsigned long long last_split_comm_id;
   unsigned long long last_create_comm_id;
+  char last_create_options[256];
 };
-SL_PLUGIN_EXPORT FakeCounters fake_counters = {0, 0, 0, 0, 0, 0, 0};
+SL_PLUGIN_EXPORT FakeCounters fake_counters = {0, 0, 0, 0, 0, 0, 0, {0}};
 }
 
 struct sl_comm {
@@ -32,6 +33,8 @@ namespace {
 sl_result_t Create(const sl_comm_config_t* config, sl_comm_t** comm, sl_error_t*) {
   ++fake_counters.comm_create;
   fake_counters.last_create_comm_id = config->comm_id;
+  std::strncpy(fake_counters.last_create_options, config->options ? config->options : "",
+               sizeof(fake_counters.last_create_options) - 1);
   *comm = new sl_comm{config->rank};
   return SL_OK;
 }
