@@ -83,7 +83,7 @@ Reducer::Reducer(std::vector<ReducerVar> vars,
 
 Reducer::~Reducer() {
   absl::MutexLock lock(&mu_);
-  WaitInFlight();
+  WaitInFlight(/*after_error=*/callback_queued_);
   for (size_t v = 0; v < accumulators_.size(); ++v) {
     accumulators_[v]->del_post_hook(hook_keys_[v]);
   }
@@ -159,7 +159,7 @@ void Reducer::PrepareForward(bool sync) {
   if (callback_queued_) {
     // The previous backward threw (e.g. a failed collective) before its
     // end-of-backward callback ran: start clean.
-    ResetIteration();
+    ResetIteration(/*after_error=*/true);
   }
   // Inside no_sync nothing is communicated; the rebuild waits for the
   // window's synced iteration.
@@ -302,19 +302,32 @@ std::vector<bool> Reducer::AgreeOnUsed(const std::vector<bool>& used) {
   return std::vector<bool>(flags.begin(), flags.end());
 }
 
-void Reducer::WaitInFlight() {
-  for (Bucket& bucket : buckets_) {
+void Reducer::WaitInFlight(bool after_error) {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
     if (!bucket.launched || !bucket.future.valid()) continue;
     try {
       bucket.future.Wait();
     } catch (const std::exception& e) {
-      SL_LOG(WARN, "syncline::ddp: dropping a failed bucket: %s", e.what());
+      if (after_error) {
+        SL_LOG(DEBUG, "syncline::ddp: bucket %d also failed: %s", b, e.what());
+      } else {
+        // Nobody waited for it and nothing was thrown: the only report.
+        SL_LOG(WARN,
+               "syncline::ddp: the allreduce of gradient bucket %d failed after its "
+               "backward was abandoned; its gradients were not averaged: %s",
+               b, e.what());
+      }
     }
   }
 }
 
-void Reducer::ResetIteration() {
-  WaitInFlight();
+void Reducer::ReportThrown(const std::exception& e) {
+  SL_LOG(ERROR, "syncline::ddp: backward() throws: %s", e.what());
+}
+
+void Reducer::ResetIteration(bool after_error) {
+  WaitInFlight(after_error);
   for (Bucket& bucket : buckets_) {
     bucket.pending = bucket.vars.size();
     bucket.launched = false;

@@ -81,7 +81,12 @@ class Reducer {
 
   void InstallLayout(const BucketLayout& layout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RebuildIfDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ResetIteration() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `after_error`: an error of this iteration is being (or was) thrown to
+  // the caller, so buckets that fail while they are drained are that same
+  // failure or its consequences, and are not reported again.
+  void ResetIteration(bool after_error = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Logs `e` once, at the point where a backward throws it.
+  void ReportThrown(const std::exception& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CopyGradIntoBucket(size_t var) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ZeroSlot(size_t var) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkReadyInBucket(size_t var) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -91,7 +96,7 @@ class Reducer {
   std::vector<bool> AgreeOnUsed(const std::vector<bool>& used)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NeedsUsedMap() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WaitInFlight() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WaitInFlight(bool after_error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Record(ReducerEvent::Kind kind, int64_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<LayoutVar> LayoutVars() const;
 

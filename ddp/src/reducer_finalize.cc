@@ -85,8 +85,12 @@ void Reducer::FinalizeBackward() {
       }
       Record(ReducerEvent::Kind::kBucketDone, static_cast<int64_t>(b));
     }
+  } catch (const std::exception& e) {
+    ReportThrown(e);
+    ResetIteration(/*after_error=*/true);
+    throw;
   } catch (...) {
-    ResetIteration();
+    ResetIteration(/*after_error=*/true);
     throw;
   }
   if (!missing.empty()) {
@@ -128,8 +132,12 @@ void Reducer::ShadowBackward() {
       for (size_t v = 0; v < vars_.size(); ++v) static_unused_[v] = !global_used[v];
       static_known_ = true;
     }
+  } catch (const std::exception& e) {
+    ReportThrown(e);
+    ResetIteration(/*after_error=*/true);
+    throw;
   } catch (...) {
-    ResetIteration();
+    ResetIteration(/*after_error=*/true);
     throw;
   }
   had_synced_backward_ = true;

@@ -465,6 +465,18 @@ TEST(DdpReducerTest, UnevenInputsWithoutJoinFailCleanly) {
       },
       {.timeout = absl::Seconds(60)});
   syncline::testing::ExpectAllSucceeded(results);
+  // The failure is reported once, where backward() throws it: not first as
+  // a bucket "dropped" while the reducer is drained for the throw.
+  ASSERT_FALSE(results.empty());
+  const std::string& out = results[0].output;
+  EXPECT_EQ(out.find("dropping"), std::string::npos) << out;
+  EXPECT_EQ(out.find("also failed"), std::string::npos) << "debug-level only: " << out;
+  size_t reports = 0;
+  for (size_t at = out.find("backward() throws:"); at != std::string::npos;
+       at = out.find("backward() throws:", at + 1)) {
+    ++reports;
+  }
+  EXPECT_EQ(reports, 1u) << out;
 }
 
 }  // namespace
