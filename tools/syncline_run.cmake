@@ -12,7 +12,7 @@ add_executable(syncline-run
   syncline_run/supervisor.cc
 )
 target_link_libraries(syncline-run PRIVATE
-  syncline::core
+  syncline::core syncline_cli
   absl::flags absl::flags_parse absl::flags_usage absl::flags_config
   absl::str_format absl::strings absl::status absl::statusor absl::time)
 install(TARGETS syncline-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

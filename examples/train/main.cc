@@ -17,6 +17,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "tools/cli/usage.h"
 #include "trainer.h"
 
 #ifndef SYNCLINE_DEFAULT_DATA
@@ -60,37 +61,21 @@ ABSL_FLAG(int64_t, kill_after_epoch, 0,
           "Testing: after this many epochs and their checkpoint, every rank "
           "kills itself with SIGKILL. 0: never.");
 
-namespace {
-
-// The documented spelling is --batch-size; absl flag names use underscores.
-// Rewrites "--batch-size=32" to "--batch_size=32" (the name only, never the
-// value), as syncline-run does, so both spellings work.
-std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
-  std::vector<std::string> args(argv, argv + argc);
-  for (size_t i = 1; i < args.size(); ++i) {
-    std::string& a = args[i];
-    if (a == "--") break;
-    if (a.size() < 3 || a[0] != '-' || a[1] != '-') continue;
-    const size_t end = std::min(a.find('='), a.size());
-    std::replace(a.begin() + 2, a.begin() + static_cast<std::ptrdiff_t>(end), '-', '_');
-  }
-  return args;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "examples/train/");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
-  absl::SetProgramUsageMessage(
-      "Trains a digits classifier with Syncline DDP.\n"
-      "  syncline-run -n 2 syncline-train [--model cnn] [--epochs 10] ...\n"
-      "The backend comes from SYNCLINE_BACKEND (default auto).");
-  std::vector<std::string> args = NormalizeFlagNames(argc, argv);
+  syncline::cli::Usage help;
+  help.program = "syncline-train";
+  help.description =
+      "Trains a digits classifier (an MLP or a CNN) with Syncline's "
+      "DistributedDataParallel, one process per rank, and reports the validation "
+      "accuracy after each epoch from rank 0. The backend comes from SYNCLINE_BACKEND "
+      "(default auto: nccl for --device cuda, gloo otherwise).";
+  help.epilog =
+      "Example: syncline-run -n 2 syncline-train --model cnn --epochs 10 "
+      "--checkpoint-dir /tmp/ckpt";
+  if (syncline::cli::PrintHelpIfAsked(argc, argv, help, "examples/train/")) return 0;
+  absl::SetProgramUsageMessage("Trains a digits classifier with Syncline DDP (see --help).");
+  // The documented spelling is --batch-size; absl flag names use underscores.
+  std::vector<std::string> args = syncline::cli::NormalizeFlagNames(argc, argv);
   std::vector<char*> argv2;
   for (std::string& a : args) argv2.push_back(a.data());
   argv2.push_back(nullptr);

@@ -22,6 +22,7 @@
 #include "syncline/communicator.h"
 #include "syncline/diagnostics.h"
 #include "syncline/rendezvous.h"
+#include "tools/cli/usage.h"
 
 ABSL_FLAG(bool, json, false, "Print the report as JSON.");
 ABSL_FLAG(int, selftest_mib, 16, "Allreduce size of the self-test, in MiB.");
@@ -148,7 +149,26 @@ int Main() {
 }  // namespace syncline::doctor
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Reports what Syncline finds on this machine. Flags: --json");
-  absl::ParseCommandLine(argc, argv);
+  syncline::cli::Usage usage;
+  usage.program = "syncline-doctor";
+  usage.description =
+      "Reports what Syncline finds on this machine: the backends it can load (and why "
+      "the others cannot), library versions, network interfaces, the route to "
+      "MASTER_ADDR, the store, the plugin search path and the SYNCLINE_* environment. "
+      "Under syncline-run it also runs an allreduce self-test across the ranks.";
+  usage.epilog = "Example: syncline-run -n 2 syncline-doctor --selftest-mib 64";
+  if (syncline::cli::PrintHelpIfAsked(argc, argv, usage, "syncline_doctor/")) return 0;
+  absl::SetProgramUsageMessage("Reports what Syncline finds on this machine (see --help).");
+  std::vector<std::string> args = syncline::cli::NormalizeFlagNames(argc, argv);
+  std::vector<char*> normalized;
+  for (std::string& a : args) normalized.push_back(a.data());
+  normalized.push_back(nullptr);
+  std::vector<char*> rest =
+      absl::ParseCommandLine(static_cast<int>(args.size()), normalized.data());
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "syncline-doctor: error: unexpected argument '%s' (see --help)\n",
+                 rest[1]);
+    return 2;
+  }
   return syncline::doctor::Main();
 }

@@ -28,6 +28,7 @@
 #include "output.h"
 #include "supervisor.h"
 #include "syncline/env.h"
+#include "tools/cli/usage.h"
 
 ABSL_FLAG(int, n, 1, "Number of workers (ranks) to start on this node.");
 ABSL_FLAG(int, nnodes, 1, "Number of nodes; WORLD_SIZE is n * nnodes.");
@@ -48,21 +49,27 @@ ABSL_FLAG(bool, help_env, false, "Print Syncline's environment variables and exi
 
 namespace {
 
-constexpr char kUsage[] =
-    "Starts N ranks of a distributed program and supervises them.\n"
-    "\n"
-    "  syncline-run -n N [--nnodes M --node-rank R --master-addr A "
-    "--master-port P]\n"
-    "               [--max-restarts K] [--grace-period SECONDS] [--job-id ID]\n"
-    "               -- program [args...]\n"
-    "\n"
-    "Each worker gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, "
-    "GROUP_RANK,\n"
-    "MASTER_ADDR, MASTER_PORT, SYNCLINE_JOB_ID and SYNCLINE_STORE_TOKEN. Output lines are prefixed with [rank r]. "
-    "When a\n"
-    "worker fails the others are stopped and a summary names the rank that "
-    "failed\n"
-    "first. See --help-env for Syncline's environment variables.";
+syncline::cli::Usage LauncherUsage() {
+  syncline::cli::Usage usage;
+  usage.program = "syncline-run";
+  usage.positional = "[--] program [args...]";
+  usage.description =
+      "Starts N ranks of a distributed program on this node and supervises them, "
+      "like torchrun.\n\n"
+      "Each worker gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, "
+      "MASTER_ADDR, MASTER_PORT, SYNCLINE_JOB_ID and SYNCLINE_STORE_TOKEN, and "
+      "OMP_NUM_THREADS when it is unset. Output lines are prefixed with [rank r]. When "
+      "a worker fails the others are stopped and a summary names the rank whose "
+      "failure started it.";
+  usage.epilog =
+      "Examples: syncline-run -n 2 syncline-train; on two nodes, each runs "
+      "syncline-run -n 8 --nnodes 2 --node-rank <0|1> --master-addr <node 0's address> "
+      "--master-port 29500 with the same SYNCLINE_STORE_TOKEN exported, then the "
+      "program.\n\n"
+      "See --help-env for Syncline's environment variables.";
+  usage.aliases = {{"n", "--nproc-per-node"}, {"job_id", "--rdzv-id"}};
+  return usage;
+}
 
 // Flags that take a value, so that "--node-rank 1" consumes the "1"; any
 // other flag (--help_env, --help) takes none and cannot swallow the program.
@@ -113,7 +120,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == syncline::run::kSuperviseFlag) {
     return syncline::run::RunSupervisor(argc, argv);
   }
-  absl::SetProgramUsageMessage(kUsage);
+  absl::SetProgramUsageMessage("Starts N ranks of a distributed program (see --help).");
   // absl's --help lists the flags of files named after the program; ours
   // live in syncline_run/main.cc.
   absl::FlagsUsageConfig usage;
@@ -125,6 +132,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> ours;
   std::vector<std::string> command;
   SplitCommandLine(argc, argv, &ours, &command);
+  if (syncline::cli::PrintHelpIfAsked(ours, LauncherUsage(), "syncline_run/")) return 0;
   std::vector<char*> our_argv;
   our_argv.reserve(ours.size() + 1);
   for (std::string& s : ours) our_argv.push_back(s.data());
