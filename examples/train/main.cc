@@ -72,19 +72,8 @@ int main(int argc, char** argv) {
   help.epilog =
       "Example: syncline-run -n 2 syncline-train --model cnn --epochs 10 "
       "--checkpoint-dir /tmp/ckpt";
-  if (syncline::cli::PrintHelpIfAsked(argc, argv, help, "examples/train/")) return 0;
-  absl::SetProgramUsageMessage("Trains a digits classifier with Syncline DDP (see --help).");
-  // The documented spelling is --batch-size; absl flag names use underscores.
-  std::vector<std::string> args = syncline::cli::NormalizeFlagNames(argc, argv);
-  std::vector<char*> argv2;
-  for (std::string& a : args) argv2.push_back(a.data());
-  argv2.push_back(nullptr);
-  std::vector<char*> rest =
-      absl::ParseCommandLine(static_cast<int>(args.size()), argv2.data());
-  if (rest.size() > 1) {
-    std::fprintf(stderr, "syncline-train: error: unexpected argument '%s'\n", rest[1]);
-    return 2;
-  }
+  // Dashed (--batch-size) and underscored names both work.
+  if (int exit = syncline::cli::ParseOrHelp(argc, argv, help, "examples/train/"); exit >= 0) return exit;
   syncline::train::TrainConfig c;
   c.model = absl::GetFlag(FLAGS_model);
   c.epochs = absl::GetFlag(FLAGS_epochs);

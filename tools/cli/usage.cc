@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "absl/flags/commandlineflag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -155,6 +157,23 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
     std::replace(a.begin() + 2, a.begin() + static_cast<std::ptrdiff_t>(end), '-', '_');
   }
   return args;
+}
+
+int ParseOrHelp(int argc, char** argv, const Usage& usage, absl::string_view source_part) {
+  if (PrintHelpIfAsked(argc, argv, usage, source_part)) return 0;
+  absl::SetProgramUsageMessage(absl::StrCat(usage.program, " (see --help)"));
+  std::vector<std::string> args = NormalizeFlagNames(argc, argv);
+  std::vector<char*> normalized;
+  for (std::string& a : args) normalized.push_back(a.data());
+  normalized.push_back(nullptr);
+  std::vector<char*> rest =
+      absl::ParseCommandLine(static_cast<int>(args.size()), normalized.data());
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "%s: error: unexpected argument '%s' (see --help)\n",
+                 usage.program.c_str(), rest[1]);
+    return 2;
+  }
+  return -1;
 }
 
 }  // namespace syncline::cli

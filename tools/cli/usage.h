@@ -42,6 +42,12 @@ bool PrintHelpIfAsked(int argc, char** argv, const Usage& usage,
 bool PrintHelpIfAsked(const std::vector<std::string>& args, const Usage& usage,
                       absl::string_view source_part);
 
+// The whole start of a program without positional arguments: prints the
+// help and returns 0 when asked; otherwise parses argv with absl (dashed or
+// underscored names) and returns 2 after a message on a stray argument, or
+// -1 when the program should go on.
+int ParseOrHelp(int argc, char** argv, const Usage& usage, absl::string_view source_part);
+
 // "--batch-size=32" -> "--batch_size=32": flag names only, never values,
 // up to a "--". argv[0] is kept.
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv);

@@ -157,18 +157,7 @@ int main(int argc, char** argv) {
       "MASTER_ADDR, the store, the plugin search path and the SYNCLINE_* environment. "
       "Under syncline-run it also runs an allreduce self-test across the ranks.";
   usage.epilog = "Example: syncline-run -n 2 syncline-doctor --selftest-mib 64";
-  if (syncline::cli::PrintHelpIfAsked(argc, argv, usage, "syncline_doctor/")) return 0;
-  absl::SetProgramUsageMessage("Reports what Syncline finds on this machine (see --help).");
-  std::vector<std::string> args = syncline::cli::NormalizeFlagNames(argc, argv);
-  std::vector<char*> normalized;
-  for (std::string& a : args) normalized.push_back(a.data());
-  normalized.push_back(nullptr);
-  std::vector<char*> rest =
-      absl::ParseCommandLine(static_cast<int>(args.size()), normalized.data());
-  if (rest.size() > 1) {
-    std::fprintf(stderr, "syncline-doctor: error: unexpected argument '%s' (see --help)\n",
-                 rest[1]);
-    return 2;
-  }
+  // Dashed (--batch-size) and underscored names both work.
+  if (int exit = syncline::cli::ParseOrHelp(argc, argv, usage, "syncline_doctor/"); exit >= 0) return exit;
   return syncline::doctor::Main();
 }
