@@ -28,6 +28,14 @@ extern std::vector<torch::Tensor> x, y;  // micro-batches
 extern int micro_batches;
 torch::Tensor loss_of(const torch::Tensor& output, const torch::Tensor& target);
 
+// A torch::data dataset of (input, label) examples.
+struct MyDataset : torch::data::datasets::Dataset<MyDataset> {
+  torch::data::Example<> get(size_t index) override;
+  torch::optional<size_t> size() const override;
+};
+extern MyDataset dataset;
+extern int epochs;
+
 // The training loop's state.
 extern std::shared_ptr<syncline::Communicator> comm;
 extern Net net;

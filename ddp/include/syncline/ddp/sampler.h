@@ -14,7 +14,24 @@
 // samples per epoch, so the position is the same on every rank and rank 0's
 // copy is enough for a checkpoint.
 //
-// Thread safety: none; one sampler per training loop.
+// Copies share one state (as a Python DistributedSampler is one object that
+// the DataLoader refers to): the torch::data loader keeps a copy of the
+// sampler it is given, and SetEpoch() on the caller's copy still reaches it.
+//
+// torch::data: the sampler is also a batch sampler for
+// torch::data::make_data_loader (BatchRequestType, reset(), next()):
+//
+//   syncline::ddp::DistributedSampler sampler(options);   // throws on bad options
+//   auto loader = torch::data::make_data_loader(
+//       dataset.map(torch::data::transforms::Stack<>()), sampler,
+//       torch::data::DataLoaderOptions().batch_size(32));
+//   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+//     sampler.set_epoch(epoch);           // forget this and you get a warning
+//     for (auto& batch : *loader) Train(batch);
+//   }
+//
+// Thread safety: none; one sampler per training loop (the loader asks for
+// indices from the thread that iterates it, whatever its workers).
 //
 // Example:
 //   DistributedSamplerOptions options;
@@ -33,8 +50,12 @@
 #ifndef SYNCLINE_DDP_SAMPLER_H_
 #define SYNCLINE_DDP_SAMPLER_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include <c10/util/Optional.h>
 
 #include "absl/status/statusor.h"
 
@@ -74,6 +95,13 @@ struct SamplerState {
 
 class DistributedSampler {
  public:
+  // torch::data's batch request: the dataset indices of one batch.
+  using BatchRequestType = std::vector<size_t>;
+
+  // The same checks as Create(); throws std::invalid_argument with its
+  // message, as the rest of the DDP layer throws.
+  explicit DistributedSampler(const DistributedSamplerOptions& options);
+
   // Create()
   //
   // InvalidArgument for a negative size, rank outside [0, num_replicas), or
@@ -89,6 +117,7 @@ class DistributedSampler {
   // right after Restore()): then the position is kept, so the usual
   // "SetEpoch(epoch) at the top of the loop" also works for a resumed run.
   void SetEpoch(int64_t epoch);
+  void set_epoch(int64_t epoch) { SetEpoch(epoch); }  // PyTorch's spelling
 
   // NextBatch()
   //
@@ -105,12 +134,24 @@ class DistributedSampler {
   // move the position.
   std::vector<int64_t> Indices() const;
 
+  // reset() / next(): torch::data's sampler interface, called by the data
+  // loader at the start of each pass over it and for each batch.
+  //
+  // reset() starts a pass: it rewinds a pass that was left unfinished (a
+  // loop broken out of), but keeps the position of a restored state or of a
+  // SetEpoch() that resumed inside the epoch. A `new_size` other than the
+  // dataset size throws std::invalid_argument: the shards would no longer
+  // agree across ranks. next() is NextBatch(), with nullopt at the end of
+  // the pass and after it, until the next reset().
+  void reset(c10::optional<size_t> new_size = c10::nullopt);
+  c10::optional<BatchRequestType> next(size_t batch_size);
+
   // Samples per rank per epoch (including padding), and in total.
-  int64_t num_samples() const { return num_samples_; }
-  int64_t total_size() const { return num_samples_ * options_.num_replicas; }
-  int64_t epoch() const { return epoch_; }
-  int64_t position() const { return position_; }
-  int64_t remaining() const { return num_samples_ - position_; }
+  int64_t num_samples() const;
+  int64_t total_size() const;
+  int64_t epoch() const;
+  int64_t position() const;
+  int64_t remaining() const;
 
   // State() / Restore()
   //
@@ -121,17 +162,24 @@ class DistributedSampler {
   absl::Status Restore(const SamplerState& state);
 
  private:
-  explicit DistributedSampler(const DistributedSamplerOptions& options);
+  struct Validated {};
+  DistributedSampler(const DistributedSamplerOptions& options, Validated);
   void BuildOrder();
 
-  DistributedSamplerOptions options_;
-  int64_t num_samples_ = 0;
-  int64_t epoch_ = 0;
-  int64_t position_ = 0;
-  // Whether SetEpoch() (or Restore(), or construction) happened since the
-  // last pass started; a pass that starts without it repeats an order.
-  bool epoch_fresh_ = true;
-  std::vector<int64_t> order_;  // this rank's indices for epoch_
+  struct Shared {
+    DistributedSamplerOptions options;
+    int64_t num_samples = 0;
+    int64_t epoch = 0;
+    int64_t position = 0;
+    // Whether SetEpoch() (or Restore(), or construction) happened since the
+    // last pass started; a pass that starts without it repeats an order.
+    bool epoch_fresh = true;
+    std::vector<int64_t> order;  // this rank's indices for `epoch`
+    // next() reached the end of the pass: it keeps answering nullopt until
+    // reset(), as torch's samplers do (a loader with workers asks again).
+    bool exhausted = false;
+  };
+  std::shared_ptr<Shared> s_;  // shared by copies
 };
 
 }  // namespace syncline::ddp
