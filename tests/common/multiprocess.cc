@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,9 +64,16 @@ pid_t Spawn(const std::vector<std::string>& argv,
   for (auto& a : argv_copy) args.push_back(a.data());
   args.push_back(nullptr);
   int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
     // Only async-signal-safe calls until exec.
+    // Die with the test (a ctest timeout SIGKILLs it, which no cleanup code
+    // sees). The signal follows the forking thread, which is the test's main
+    // thread here. If the parent died before prctl took effect, getppid() no
+    // longer names it: exit rather than run on as an orphan.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
     ::dup2(out, 1);
     ::dup2(out, 2);
     ::setpgid(0, 0);

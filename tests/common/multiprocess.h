@@ -7,6 +7,8 @@
 // In the child, RunRanks() runs `body(rank, size)` and exits with 0 if no
 // assertion failed, 1 otherwise. In the parent it waits for every rank (up to
 // options.timeout, then SIGKILLs the rest) and returns how each one ended.
+// Every process it or RunCommand() starts gets PR_SET_PDEATHSIG(SIGKILL), so
+// none outlives a test that a ctest timeout kills.
 //
 // Call RunRanks() once per test: a child re-runs the test body from its
 // start, so it would run the first RunRanks() body in any case.

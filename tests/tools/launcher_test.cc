@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -317,6 +318,41 @@ TEST(LauncherTest, NoProcessOfTheJobOutlivesAKilledLauncher) {
       << "processes of the job outlived its launcher by 30 s:\n"
       << absl::StrJoin(left, "\n");
   for (const std::string& p : left) {  // do not leak them into other tests
+    int pid = 0;
+    if (absl::SimpleAtoi(p.substr(0, p.find(' ')), &pid) && pid > 0) kill(pid, SIGKILL);
+  }
+}
+
+// Not the launcher's but the harness's own promise, tested here beside the
+// process-tree helpers: a process that RunCommand or RunRanks started dies
+// with the test process, even when a ctest timeout SIGKILLs the test.
+TEST(HarnessTest, ChildrenDieWithAKilledTest) {
+  constexpr char kMiddle[] = "SYNCLINE_HARNESS_TEST_DIR";
+  if (const char* dir = std::getenv(kMiddle)) {
+    // The middle process: start a long child and wait to be SIGKILLed.
+    RunCommand(absl::StrCat(": > ", ShellQuote(std::string(dir) + "/ready"), "; exec sleep 600"),
+               absl::Seconds(600));
+    return;
+  }
+  std::string dir = MakeTempDir();
+  std::string marker = absl::StrCat(kMiddle, "=", dir);
+  char self[4096] = {};
+  ASSERT_GT(readlink("/proc/self/exe", self, sizeof(self) - 1), 0);
+  CommandResult r = RunCommand(absl::StrCat(
+      marker, " ", ShellQuote(self), " --gtest_filter=HarnessTest.ChildrenDieWithAKilledTest",
+      " > /dev/null 2>&1 & m=$!\n", "while [ ! -e ", ShellQuote(dir + "/ready"),
+      " ]; do sleep 0.05; done\n", "kill -KILL $m; wait $m; echo \"middle-status=$?\""),
+      absl::Seconds(60));
+  ASSERT_THAT(r.output, HasSubstr("middle-status=137")) << r.output;
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  std::vector<std::string> left = LiveProcessesWith(marker);
+  while (!left.empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    left = LiveProcessesWith(marker);
+  }
+  EXPECT_THAT(left, ::testing::IsEmpty()) << "outlived the killed test by 30 s:\n"
+                                          << absl::StrJoin(left, "\n");
+  for (const std::string& p : left) {
     int pid = 0;
     if (absl::SimpleAtoi(p.substr(0, p.find(' ')), &pid) && pid > 0) kill(pid, SIGKILL);
   }
