@@ -503,21 +503,18 @@ TEST(LauncherTest, GivesUpWhenRestartsRunOut) {
 }
 
 TEST(LauncherTest, TwoNodesShareOneWorld) {
-  int port = PickFreePort();
-  ASSERT_GT(port, 0);
   std::string worker = ShellQuote(
       "echo \"RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK "
       "GROUP_RANK=$GROUP_RANK MASTER_PORT=$MASTER_PORT TOKEN=$SYNCLINE_STORE_TOKEN\"; "
       "echo \"job=$SYNCLINE_JOB_ID\"");
-  auto node = [&](int rank) {
+  CommandResult r = RunCommand(TwoNodeScript([&](int rank, const std::string& port) {
     return absl::StrCat(kNoJobIdEnv, " ", TokenEnv(), Launcher(),
                         " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port,
                         " -- sh -c ", worker);
-  };
-  CommandResult r = RunCommand(absl::StrCat(node(0), " & ", node(1),
-                                            "; s1=$?; wait $!; s0=$?; "
-                                            "echo \"status=$s0,$s1\""));
+  }));
   EXPECT_THAT(r.output, HasSubstr("status=0,0"));
+  const int port = ReportedStorePort(r.output);
+  ASSERT_GT(port, 0) << r.output;
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_THAT(r.output,
                 HasSubstr(absl::StrCat("[rank ", rank, "] RANK=", rank,
@@ -540,16 +537,11 @@ TEST(LauncherTest, TwoNodesShareOneWorld) {
 // Runs node 0 and node 1 of a two-node job (2 ranks each) at once, each
 // running `worker` (a script path); prints "status=<node 0>,<node 1>".
 CommandResult RunTwoNodes(const std::string& flags, const std::string& worker) {
-  int port = PickFreePort();
-  EXPECT_GT(port, 0);
-  auto node = [&](int rank) {
+  return RunCommand(TwoNodeScript([&](int rank, const std::string& port) {
     return absl::StrCat(TokenEnv(), "OMP_NUM_THREADS=1 ", Launcher(),
                         " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port, " ",
                         flags, " -- ", worker);
-  };
-  return RunCommand(absl::StrCat(node(0), " & ", node(1),
-                                 "; s1=$?; wait $!; s0=$?; "
-                                 "echo \"status=$s0,$s1\""));
+  }));
 }
 
 TEST(LauncherTest, FailureOnOneNodeStopsTheOtherNode) {
@@ -567,16 +559,11 @@ TEST(LauncherTest, FailureOnOneNodeStopsTheOtherNode) {
 }
 
 TEST(LauncherTest, NodeThatCannotStartItsProgramStopsTheOthers) {
-  int port = PickFreePort();
-  ASSERT_GT(port, 0);
-  auto node = [&](int rank, const std::string& program) {
+  CommandResult r = RunCommand(TwoNodeScript([&](int rank, const std::string& port) {
     return absl::StrCat(TokenEnv(), "OMP_NUM_THREADS=1 ", Launcher(),
                         " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port,
-                        " -- ", program);
-  };
-  CommandResult r =
-      RunCommand(absl::StrCat(node(0, "sleep 60"), " & ", node(1, "/nonexistent/program"),
-                              "; s1=$?; wait $!; s0=$?; echo \"status=$s0,$s1\""));
+                        " -- ", rank == 0 ? "sleep 60" : "/nonexistent/program");
+  }));
   EXPECT_THAT(r.output, HasSubstr("status=127,127"));
   EXPECT_LT(r.seconds, 5) << r.output;
   EXPECT_THAT(r.output,
