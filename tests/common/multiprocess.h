@@ -52,7 +52,8 @@ struct RunOptions {
   std::map<std::string, std::string> env;
   // Extra environment for one rank (applied after `env`).
   std::map<int, std::map<std::string, std::string>> rank_env;
-  // Host the store in the parent (true) or let rank 0 host it (false).
+  // Host the store in the parent (true) or let rank 0 host it (false; a
+  // run whose rank 0 finds the chosen port taken is repeated on another).
   bool host_store = true;
 };
 
