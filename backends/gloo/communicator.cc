@@ -425,13 +425,24 @@ void Communicator::FailWithCurrentException(Request& request) {
 
 void Communicator::Fail(Request& request, sl_result_t code, const std::string& message) {
   bool first = false;
+  bool aborted = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    aborted = aborted_;
     if (broken_code_ == SL_OK && !aborted_) {
       broken_code_ = code;
       broken_message_ = message;
       first = true;
     }
+  }
+  if (aborted) {
+    // Abort() closed the links under a running op, which then fails in
+    // whatever way Gloo notices (seen: "epoll_ctl: Bad file descriptor" when
+    // the abort lands as the op starts). The cause is the abort; say so, as
+    // Abort() itself does for the ops it completes.
+    request.Complete(SL_ERR_ABORTED, "gloo " + request.Describe() + " on " + Where() +
+                                         ": the communicator was aborted (" + message + ")");
+    return;
   }
   if (first) context_->closeConnections();
   request.Complete(code, message);

@@ -19,11 +19,13 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "backends/backend_params.h"
 #include "common/multiprocess.h"
 #include "gtest/gtest.h"
+#include "syncline/store.h"
 #include "syncline/communicator.h"
 
 namespace syncline::testing {
@@ -159,18 +161,31 @@ TEST_P(FaultTest, RankKilledInALargeAllreduceFailsTheOthers) {
   run.timeout = absl::Seconds(150);
   auto results = RunRanks(
       GetParam().world_size,
-      [&](int rank, int) {
+      [&](int rank, int size) {
         auto comm = Connect(backend);
         ASSERT_NE(comm, nullptr);
+        std::shared_ptr<Store> job = ConnectJobStore();
+        ASSERT_NE(job, nullptr);
         std::vector<float> data(kCount, 1.0f);
         for (int iteration = 0; iteration < 20; ++iteration) {
           if (rank == kVictim && iteration == 2) {
-            // Die with the op in flight: the transfer is under way.
+            // Die with the op in flight: posted here, and every other rank
+            // has posted it too (it says so in the store), so the transfer
+            // is under way or waiting on this rank.
             AllreduceOptions options;
             options.timeout = op_timeout;
             auto work = comm->Allreduce(View(data), options);
-            absl::SleepFor(absl::Milliseconds(30));
+            ASSERT_TRUE(work.ok()) << work.status();
+            std::vector<std::string> posted;
+            for (int r = 0; r < size; ++r) {
+              if (r != kVictim) posted.push_back(absl::StrCat("fault_test/posted/", r));
+            }
+            ASSERT_TRUE(job->Wait(posted, absl::Seconds(60)).ok());
             raise(SIGKILL);
+          }
+          if (rank != kVictim && iteration == 2) {
+            // Marked before posting: the op cannot finish without the victim.
+            ASSERT_TRUE(job->Set(absl::StrCat("fault_test/posted/", rank), "1").ok());
           }
           absl::Duration took;
           const absl::Status status = RunAllreduce(*comm, data, op_timeout, &took);
@@ -211,11 +226,14 @@ TEST_P(FaultTest, AbortFailsPendingOpsAndUnblocksWaiters) {
       [&](int rank, int) {
         auto comm = Connect(backend);
         ASSERT_NE(comm, nullptr);
+        std::shared_ptr<Store> job = ConnectJobStore();
+        ASSERT_NE(job, nullptr);
         std::vector<float> data(1001, 1.0f);
         if (rank != 0) {
-          // Arrive late: rank 0 has aborted by then, so this op must fail too
-          // (its links to rank 0 are gone), not hang.
-          absl::SleepFor(absl::Seconds(2));
+          // Arrive late: rank 0 has aborted and destroyed its communicator
+          // (it says so in the store), so this op must fail too (its links
+          // to rank 0 are gone), not hang.
+          ASSERT_TRUE(job->Wait({"fault_test/aborted"}, absl::Seconds(60)).ok());
           absl::Duration took;
           const absl::Status status = RunAllreduce(*comm, data, op_timeout, &took);
           EXPECT_FALSE(status.ok());
@@ -229,16 +247,23 @@ TEST_P(FaultTest, AbortFailsPendingOpsAndUnblocksWaiters) {
         std::vector<float> more(7, 1.0f);
         auto queued = comm->Allreduce(View(more), options);
         ASSERT_TRUE(queued.ok()) << queued.status();
+        // The others wait for the abort, so `first` cannot finish before it:
+        // its Wait ends only through Abort. The watchdog aborts once this
+        // thread is about to wait (it may abort just before Wait starts;
+        // Wait must then report the abort at once, which is also checked).
+        std::atomic<bool> waiting{false};
         std::thread watchdog([&] {
-          absl::SleepFor(absl::Milliseconds(300));
+          while (!waiting.load()) std::this_thread::yield();
           EXPECT_TRUE(comm->Abort().ok());
         });
         const absl::Time start = absl::Now();
+        waiting.store(true);
         const absl::Status status = (*first)->Wait(absl::Seconds(60));
         const absl::Duration took = absl::Now() - start;
         watchdog.join();
         EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
-        EXPECT_LT(took, absl::Seconds(2)) << "abort did not unblock the waiter";
+        // The promise: ended by the abort, not by the op's deadline.
+        EXPECT_LT(took, op_timeout) << "abort did not unblock the waiter";
         EXPECT_EQ((*queued)->Wait(absl::Seconds(5)).code(), absl::StatusCode::kAborted);
         // Later ops fail at once; destroying the communicator ends in time.
         auto later = comm->Allreduce(View(more), options);
@@ -249,6 +274,8 @@ TEST_P(FaultTest, AbortFailsPendingOpsAndUnblocksWaiters) {
         const absl::Time destroy = absl::Now();
         comm.reset();
         EXPECT_LT(absl::Now() - destroy, op_timeout + absl::Seconds(3));
+        // Only now: with the communicator gone, its links are closed for good.
+        EXPECT_TRUE(job->Set("fault_test/aborted", "1").ok());
       },
       run);
   ExpectAllSucceeded(results);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <memory>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -63,9 +65,16 @@ pid_t Spawn(const std::vector<std::string>& argv,
   for (auto& a : argv_copy) args.push_back(a.data());
   args.push_back(nullptr);
   int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
     // Only async-signal-safe calls until exec.
+    // Die with the test (a ctest timeout SIGKILLs it, which no cleanup code
+    // sees). The signal follows the forking thread, which is the test's main
+    // thread here. If the parent died before prctl took effect, getppid() no
+    // longer names it: exit rather than run on as an orphan.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
     ::dup2(out, 1);
     ::dup2(out, 2);
     ::setpgid(0, 0);
@@ -76,36 +85,8 @@ pid_t Spawn(const std::vector<std::string>& argv,
   return pid;
 }
 
-}  // namespace
-
-bool IsChild() { return std::getenv(kChildRankVar) != nullptr; }
-
-std::vector<RankResult> RunRanks(int world_size, const std::function<void(int, int)>& body,
-                                 const RunOptions& options) {
-  if (IsChild()) {
-    int rank = 0, size = 0;
-    (void)absl::SimpleAtoi(std::getenv(kChildRankVar), &rank);
-    (void)absl::SimpleAtoi(std::getenv(kChildSizeVar), &size);
-    body(rank, size);
-    bool failed = ::testing::Test::HasFailure();
-    std::fflush(stdout);
-    std::fflush(stderr);
-    // Skip static destructors: backend threads may still be winding down.
-    ::_exit(failed ? 1 : 0);
-  }
-  std::unique_ptr<TcpStoreServer> server;
-  int port = 0;
-  if (options.host_store) {
-    auto started = TcpStoreServer::Start({.host = "127.0.0.1", .port = 0});
-    EXPECT_TRUE(started.ok()) << started.status();
-    if (!started.ok()) return {};
-    server = std::move(started).value();
-    port = server->port();
-  } else {
-    // Let rank 0 host: find a free port by binding one briefly.
-    auto probe = TcpStoreServer::Start({.host = "127.0.0.1", .port = 0});
-    port = probe.ok() ? (*probe)->port() : 29500;
-  }
+// Starts every rank with MASTER_PORT=`port` and waits for them.
+std::vector<RankResult> SpawnAndWait(int world_size, const RunOptions& options, int port) {
   char dir_template[] = "/tmp/syncline-test-XXXXXX";
   std::string dir = ::mkdtemp(dir_template);
   std::vector<RankResult> results(world_size);
@@ -167,6 +148,52 @@ std::vector<RankResult> RunRanks(int world_size, const std::function<void(int, i
   }
   ::rmdir(dir.c_str());
   return results;
+}
+
+}  // namespace
+
+bool IsChild() { return std::getenv(kChildRankVar) != nullptr; }
+
+std::vector<RankResult> RunRanks(int world_size, const std::function<void(int, int)>& body,
+                                 const RunOptions& options) {
+  if (IsChild()) {
+    int rank = 0, size = 0;
+    (void)absl::SimpleAtoi(std::getenv(kChildRankVar), &rank);
+    (void)absl::SimpleAtoi(std::getenv(kChildSizeVar), &size);
+    body(rank, size);
+    bool failed = ::testing::Test::HasFailure();
+    std::fflush(stdout);
+    std::fflush(stderr);
+    // Skip static destructors: backend threads may still be winding down.
+    ::_exit(failed ? 1 : 0);
+  }
+  if (options.host_store) {
+    auto server = TcpStoreServer::Start({.host = "127.0.0.1", .port = 0});
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (!server.ok()) return {};
+    return SpawnAndWait(world_size, options, (*server)->port());
+  }
+  // Rank 0 hosts the store, so its port must be named before it binds. A
+  // port probed free here can be taken before rank 0 binds it (by another
+  // test's store, or as the ephemeral port of some connection); rank 0 then
+  // fails with EADDRINUSE, and the whole run is repeated on a fresh port.
+  // Binding port 0 in rank 0 and publishing the port would need a channel
+  // the other ranks already share, which is what the store is for.
+  constexpr int kAttempts = 4;
+  for (int attempt = 1;; ++attempt) {
+    int port = 29500;
+    {
+      auto probe = TcpStoreServer::Start({.host = "127.0.0.1", .port = 0});
+      if (probe.ok()) port = (*probe)->port();
+    }
+    std::vector<RankResult> results = SpawnAndWait(world_size, options, port);
+    const bool port_taken =
+        !results.empty() &&
+        absl::StrContains(results[0].output, "another program uses that port");
+    if (!port_taken || attempt == kAttempts) return results;
+    std::fprintf(stderr, "RunRanks: port %d was taken before rank 0 bound it; retrying\n",
+                 port);
+  }
 }
 
 void ExpectAllSucceeded(const std::vector<RankResult>& results) {

@@ -7,6 +7,8 @@
 // In the child, RunRanks() runs `body(rank, size)` and exits with 0 if no
 // assertion failed, 1 otherwise. In the parent it waits for every rank (up to
 // options.timeout, then SIGKILLs the rest) and returns how each one ended.
+// Every process it or RunCommand() starts gets PR_SET_PDEATHSIG(SIGKILL), so
+// none outlives a test that a ctest timeout kills.
 //
 // Call RunRanks() once per test: a child re-runs the test body from its
 // start, so it would run the first RunRanks() body in any case.
@@ -50,7 +52,8 @@ struct RunOptions {
   std::map<std::string, std::string> env;
   // Extra environment for one rank (applied after `env`).
   std::map<int, std::map<std::string, std::string>> rank_env;
-  // Host the store in the parent (true) or let rank 0 host it (false).
+  // Host the store in the parent (true) or let rank 0 host it (false; a
+  // run whose rank 0 finds the chosen port taken is repeated on another).
   bool host_store = true;
 };
 

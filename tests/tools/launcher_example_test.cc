@@ -59,17 +59,14 @@ TEST(LauncherExampleTest, FourRanksAllreduceOverGloo) {
 // this host and loopback is the right interface (socket_iface.h).
 TEST(LauncherExampleTest, TwoNodesOfTwoRanksAllreduceOverGloo) {
   SKIP_WITHOUT_GLOO();
-  int port = PickFreePort();
-  ASSERT_GT(port, 0);
-  auto node = [&](int rank) {
-    return absl::StrCat(GlooEnv(), TokenEnv(), "SYNCLINE_SOCKET_IFNAME=lo ", Launcher(),
-                        " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port,
-                        " -- ", AllreduceExample(), " --count 4096");
-  };
-  CommandResult r =
-      RunCommand(absl::StrCat(node(0), " & ", node(1),
-                              "; s1=$?; wait $!; s0=$?; echo \"status=$s0,$s1\""),
-                 absl::Seconds(120));
+  CommandResult r = RunCommand(TwoNodeScript([&](int rank, const std::string& port) {
+                                 return absl::StrCat(
+                                     GlooEnv(), TokenEnv(), "SYNCLINE_SOCKET_IFNAME=lo ",
+                                     Launcher(), " -n 2 --nnodes 2 --node-rank ", rank,
+                                     " --master-port ", port, " -- ", AllreduceExample(),
+                                     " --count 4096");
+                               }),
+                               absl::Seconds(120));
   EXPECT_THAT(r.output, HasSubstr("status=0,0"));
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_THAT(r.output,
@@ -136,17 +133,15 @@ TEST(LauncherExampleTest, LaunchersOfAnotherJobOnTheSamePortAreRefused) {
   // Node 1's launcher belongs to another job but reaches node 0's store (the
   // same port and token): its ranks must be refused at check-in, naming both
   // jobs, and both launchers must end with a failure instead of a hang.
-  int port = PickFreePort();
-  ASSERT_GT(port, 0);
-  auto node = [&](int rank, const std::string& job) {
-    return absl::StrCat(GlooEnv(), TokenEnv(), "SYNCLINE_SOCKET_IFNAME=lo ", Launcher(),
-                        " -n 2 --nnodes 2 --node-rank ", rank, " --master-port ", port,
-                        " --job-id ", job, " -- ", AllreduceExample(), " --count 4096");
-  };
-  CommandResult r = RunCommand(
-      absl::StrCat(node(0, "job-a"), " & ", node(1, "job-b"),
-                   "; s1=$?; wait $!; s0=$?; echo \"status=$s0,$s1\""),
-      absl::Seconds(120));
+  CommandResult r = RunCommand(TwoNodeScript([&](int rank, const std::string& port) {
+                                 return absl::StrCat(
+                                     GlooEnv(), TokenEnv(), "SYNCLINE_SOCKET_IFNAME=lo ",
+                                     Launcher(), " -n 2 --nnodes 2 --node-rank ", rank,
+                                     " --master-port ", port, " --job-id ",
+                                     rank == 0 ? "job-a" : "job-b", " -- ", AllreduceExample(),
+                                     " --count 4096");
+                               }),
+                               absl::Seconds(120));
   EXPECT_THAT(r.output, HasSubstr("status="));
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr("status=0,")));
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr(",0\n")));

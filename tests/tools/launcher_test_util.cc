@@ -1,9 +1,7 @@
 #include "launcher_test_util.h"
 
-#include <netinet/in.h>
 #include <sched.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +10,7 @@
 #include <iterator>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -67,20 +66,27 @@ std::string TokenEnv() {
   return absl::StrCat("SYNCLINE_STORE_TOKEN=test-secret-", getpid(), " ");
 }
 
-int PickFreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
+std::string TwoNodeScript(
+    const std::function<std::string(int rank, const std::string& port)>& node) {
+  std::string out = ShellQuote(MakeTempDir() + "/node0.out");
+  return absl::StrCat(
+      node(0, "0"), " > ", out, " 2>&1 & n0=$!\n",
+      // Until node 0 reports its port, or dies without doing so.
+      "until port=$(sed -n 's/.*store at 127\\.0\\.0\\.1:\\([0-9]*\\).*/\\1/p' ", out,
+      " | head -n 1); [ -n \"$port\" ] || ! kill -0 $n0 2>/dev/null; do sleep 0.02; done\n",
+      node(1, "\"${port:-1}\""), "; s1=$?; wait $n0; s0=$?; cat ", out,
+      "; echo \"status=$s0,$s1\"");
+}
+
+int ReportedStorePort(absl::string_view output) {
+  constexpr absl::string_view kMark = "store at 127.0.0.1:";
+  size_t at = output.find(kMark);
+  if (at == absl::string_view::npos) return 0;
+  absl::string_view rest = output.substr(at + kMark.size());
   int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
+  size_t digits = 0;
+  while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
+  return absl::SimpleAtoi(rest.substr(0, digits), &port) ? port : 0;
 }
 
 std::vector<std::string> LinesWithPrefix(absl::string_view output,

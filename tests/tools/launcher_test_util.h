@@ -10,6 +10,7 @@
 #ifndef SYNCLINE_TESTS_TOOLS_LAUNCHER_TEST_UTIL_H_
 #define SYNCLINE_TESTS_TOOLS_LAUNCHER_TEST_UTIL_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -44,9 +45,18 @@ std::string WaitForFile(const std::string& path, absl::Duration timeout);
 // (SYNCLINE_STORE_TOKEN=...) as an environment assignment for a command line.
 std::string TokenEnv();
 
-// A TCP port on 127.0.0.1 that was free a moment ago (for tests that must
-// give two launchers the same port up front).
-int PickFreePort();
+// A /bin/sh script for a two-node job on this host. `node(rank, port)` is
+// node `rank`'s command line, to be given `--master-port <port>`: node 0 gets
+// "0", so its launcher binds a free port itself and reports it ("store at
+// 127.0.0.1:P"); node 1 is started once that line is out, with "$port", which
+// the script has set to P. Probing a free port and releasing it for the
+// launcher would race with anything else binding it in between. The script
+// prints node 0's output after node 1's, then "status=<node 0>,<node 1>".
+std::string TwoNodeScript(
+    const std::function<std::string(int rank, const std::string& port)>& node);
+
+// The store port that node 0 reported in a TwoNodeScript's output; 0 if none.
+int ReportedStorePort(absl::string_view output);
 
 // Lines of `output` that start with `prefix`, with the prefix removed.
 std::vector<std::string> LinesWithPrefix(absl::string_view output,

@@ -3,14 +3,17 @@
 // When one rank of a distributed job dies, the others usually fail soon
 // after: a peer's socket closes, a collective times out, or the launcher
 // stops them. Their errors are loud and come last, so a reader tends to blame
-// the wrong rank. The summary therefore orders failures by when the launcher
-// saw them end: the first is the ROOT CAUSE, every later one a CONSEQUENCE.
+// the wrong rank. Yet exit times alone mislead too: the victim of a peer's
+// failure often exits first, or within the same millisecond. The ROOT CAUSE
+// is therefore the earliest rank whose error originated locally; a rank
+// whose error blames a peer, or that the launcher stopped, is a CONSEQUENCE
+// unless no rank failed on its own (see FindRootCause).
 // Each carries its pid, how it ended, when (seconds since the generation
 // started) and its last stderr lines.
 //
 // Example output:
-//   syncline-run: worker failure in generation 0: rank 2 failed first; 2
-//                 other rank(s) of 4 failed after it    (one line)
+//   syncline-run: worker failure in generation 0: rank 2 failed; 2
+//                 other rank(s) of 4 failed because of it    (one line)
 //   syncline-run: root cause: rank 2 (pid 1234) killed by SIGKILL at +0.42s
 //   syncline-run:   last stderr lines of rank 2:
 //   syncline-run:     | about to crash
@@ -47,9 +50,19 @@ struct RankOutcome {
 inline constexpr size_t kRootCauseTailLines = 20;
 inline constexpr size_t kConsequenceTailLines = 5;
 
-// Index in `outcomes` of the root cause: the failed rank (non-zero exit or a
-// signal) with the earliest exit time; the order of `outcomes` breaks ties,
-// so pass them in the order they were reaped. -1 when no rank failed.
+// Whether a rank's last stderr lines say that its failure came from another
+// rank: a peer died, closed or reset its connection, or did not answer in
+// time (see kPeerFailurePhrases in summary.cc for the wordings matched).
+bool BlamesAPeer(const std::deque<std::string>& stderr_tail);
+
+// Index in `outcomes` of the root cause, among the failed ranks (non-zero
+// exit or a signal): the earliest to exit of those whose failure originated
+// locally. A rank whose error blames a peer (BlamesAPeer), or that the
+// launcher's stop signal ended, is a consequence, chosen only when no rank
+// failed locally; then the earliest of them. Exit order alone is not trusted:
+// the victim of a peer's failure often exits first or in the same
+// millisecond. The order of `outcomes` breaks ties, so pass them in the order
+// they were reaped. -1 when no rank failed.
 int FindRootCause(const std::vector<RankOutcome>& outcomes);
 
 // The summary text (lines ending in '\n', each prefixed "syncline-run: ")

@@ -12,11 +12,13 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/multiprocess.h"
 #include "gtest/gtest.h"
 #include "syncline/communicator.h"
+#include "syncline/store.h"
 
 namespace syncline::testing {
 namespace {
@@ -38,6 +40,8 @@ TEST_P(UcxKill, KilledRankIsAPeerFailureWithinTheTimeout) {
         options.timeout = absl::Seconds(60);
         auto comm = Communicator::Create(options);
         ASSERT_TRUE(comm.ok()) << comm.status();
+        std::shared_ptr<Store> job = ConnectJobStore();
+        ASSERT_NE(job, nullptr);
         std::vector<float> data(kCount, 1.0f);
         for (int iteration = 0; iteration < 50; ++iteration) {
           const uint64_t seq = (*comm)->next_seq();
@@ -45,8 +49,17 @@ TEST_P(UcxKill, KilledRankIsAPeerFailureWithinTheTimeout) {
           o.timeout = op_timeout;
           auto work = (*comm)->Allreduce(View(data), o);
           ASSERT_TRUE(work.ok()) << work.status();
+          if (iteration == 2 && rank != kVictim) {
+            // Tell the victim this rank has posted the op it will die in.
+            ASSERT_TRUE(job->Set(absl::StrCat("ucx_fault_test/posted/", rank), "1").ok());
+          }
           if (rank == kVictim && iteration == 2) {
-            absl::SleepFor(absl::Milliseconds(20));  // let the transfer start
+            // Die once every rank has posted: the transfer is under way.
+            std::vector<std::string> posted;
+            for (int r = 0; r < world_size; ++r) {
+              if (r != kVictim) posted.push_back(absl::StrCat("ucx_fault_test/posted/", r));
+            }
+            ASSERT_TRUE(job->Wait(posted, absl::Seconds(60)).ok());
             raise(SIGKILL);
           }
           const absl::Time start = absl::Now();
