@@ -405,9 +405,8 @@ std::string FlightRecorder::DesyncReport(uint64_t seq, absl::Duration wait) {
     absl::StrAppendFormat(&report, " %s did not answer within %s", FormatRanks(quiet),
                           absl::FormatDuration(wait));
   }
-  absl::StrAppendFormat(&report, " (collected in %s; %s)",
-                        absl::FormatDuration(absl::Trunc(absl::Now() - start,
-                                                         absl::Milliseconds(1))),
+  absl::StrAppendFormat(&report, " (collected in %.3f s; %s)",
+                        absl::ToDoubleSeconds(absl::Now() - start),
                         absl::StrJoin(details, "; "));
   return report;
 }

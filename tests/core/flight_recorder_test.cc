@@ -34,7 +34,9 @@ std::string Slurp(const std::string& path) {
 
 // A fresh folder per test: dumps of concurrent tests must not meet.
 std::string MakeTempDir() {
-  std::string tmpl = absl::StrCat(::testing::TempDir(), "/syncline-fr-XXXXXX");
+  std::string base = ::testing::TempDir();
+  if (!base.empty() && base.back() == '/') base.pop_back();
+  std::string tmpl = absl::StrCat(base, "/syncline-fr-XXXXXX");
   EXPECT_NE(::mkdtemp(tmpl.data()), nullptr) << tmpl;
   return tmpl;
 }
