@@ -70,7 +70,7 @@ const std::vector<EnvOption>& EnvOptions() {
       {"SYNCLINE_FLIGHT_RECORDER_SIZE", "1024",
        "Ops kept per communicator by the always-on flight recorder."},
       {"SYNCLINE_DEBUG_DIR", "/tmp",
-       "Where flight-recorder dumps go (on an op timeout and on SIGUSR1)."},
+       "Folder for flight-recorder dumps (on an op timeout, a dead peer and SIGUSR1), created if missing; files are named syncline-flight-<job id>-rank<r>-comm<id>.json."},
       {"SYNCLINE_TEST_BACKENDS", "",
        "Tests only: extra backends (e.g. ucx,nccl) for the shared collective suite."},
       {"SYNCLINE_WARN", "",

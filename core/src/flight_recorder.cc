@@ -4,12 +4,17 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -18,6 +23,8 @@
 #include "syncline/communicator.h"
 #include "syncline/env.h"
 #include "syncline/log.h"
+#include "syncline/rendezvous.h"
+#include "rank_ranges.h"
 
 namespace syncline::internal {
 namespace {
@@ -75,8 +82,7 @@ void InstallSignalDumpOnce() {
       while (::read(g_signal_pipe[0], &c, 1) == 1) {
         std::lock_guard<std::mutex> lock(g_registry_mu);
         for (FlightRecorder* r : *g_registry) {
-          std::string path = r->Dump();
-          SL_LOG(WARN, "SIGUSR1: flight recorder written to %s", path);
+          (void)r->Dump();  // logs where it went
         }
       }
     }).detach();
@@ -181,16 +187,101 @@ std::string FlightRecorder::ToJson() const {
   return out;
 }
 
+namespace {
+
+// mkdir -p: creates `dir` and its missing parents.
+bool MakeDirs(const std::string& dir, int* error) {
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i < dir.size() && dir[i] != '/') continue;
+    const std::string part = dir.substr(0, i);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
+      *error = errno;
+      return false;
+    }
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    *error = ENOTDIR;
+    return false;
+  }
+  return true;
+}
+
+// The job's part of a dump's name: its id where one is known, else this
+// process, so that two jobs never write the same file.
+std::string JobTag() {
+  const std::string id = ResolveJobId().id;
+  if (id.empty()) return absl::StrCat("pid", ::getpid());
+  std::string tag;
+  for (char c : id) tag += absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' ? c : '_';
+  return tag;
+}
+
+// What a rank publishes: "<posted> <completed> <unix us>\n<op>". `op` is the
+// op the rank is in (as the context string reads, without " on rank ...").
+struct Progress {
+  uint64_t posted = 0, completed = 0;
+  int64_t at_us = 0;
+  std::string op;
+};
+
+std::string Encode(const Progress& p) {
+  return absl::StrCat(p.posted, " ", p.completed, " ", p.at_us, "\n", p.op);
+}
+
+bool Decode(const std::string& value, Progress* p) {
+  std::pair<std::string, std::string> lines = absl::StrSplit(value, absl::MaxSplits('\n', 1));
+  std::vector<std::string> f = absl::StrSplit(lines.first, ' ');
+  if (f.size() != 3) return false;
+  p->op = lines.second;
+  return absl::SimpleAtoi(f[0], &p->posted) && absl::SimpleAtoi(f[1], &p->completed) &&
+         absl::SimpleAtoi(f[2], &p->at_us);
+}
+
+std::string WithoutWhere(const std::string& what) {
+  return what.substr(0, what.find(" on rank "));
+}
+
+}  // namespace
+
 std::string FlightRecorder::Dump() const {
   std::string dir = EnvString("SYNCLINE_DEBUG_DIR");
-  std::string path = absl::StrCat(dir.empty() ? "/tmp" : dir, "/syncline-flight-rank",
-                                  rank_, "-comm", comm_id_, ".json");
+  if (dir.empty()) dir = "/tmp";
+  int error = 0;
+  if (!MakeDirs(dir, &error)) {
+    SL_LOG(WARN, "flight recorder of rank %d (communicator %d) not written: cannot create "
+                 "SYNCLINE_DEBUG_DIR=%s: %s", rank_, comm_id_, dir, std::strerror(error));
+    return "";
+  }
+  std::string path = absl::StrCat(dir, "/syncline-flight-", JobTag(), "-rank", rank_,
+                                  "-comm", comm_id_, ".json");
   std::string json = ToJson();
   FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return "";
-  std::fwrite(json.data(), 1, json.size(), f);
-  std::fclose(f);
+  bool ok = f != nullptr && std::fwrite(json.data(), 1, json.size(), f) == json.size();
+  error = errno;
+  if (f != nullptr && std::fclose(f) != 0 && ok) ok = false, error = errno;
+  if (!ok) {
+    SL_LOG(WARN, "flight recorder of rank %d (communicator %d) not written to %s: %s",
+           rank_, comm_id_, path, std::strerror(error));
+    return "";
+  }
+  SL_LOG(WARN, "flight recorder of rank %d (communicator %d) written to %s", rank_, comm_id_,
+         path);
   return path;
+}
+
+std::string FlightRecorder::ProgressValue(uint64_t seq) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Progress p{last_posted_, last_completed_, absl::ToUnixMicros(absl::Now()), ""};
+  // The op asked about, else the oldest collective still running.
+  const Entry* in = nullptr;
+  for (const Entry& e : ring_) {
+    if (e.seq & Communicator::kP2pSeqBit) continue;
+    if (seq != 0 && e.seq == seq) { in = &e; break; }
+    if (e.state == State::kPosted && (in == nullptr || e.seq < in->seq)) in = &e;
+  }
+  if (in != nullptr) p.op = WithoutWhere(in->what);
+  return Encode(p);
 }
 
 void FlightRecorder::Publish() {
@@ -200,8 +291,9 @@ void FlightRecorder::Publish() {
     posted = last_posted_;
     completed = last_completed_;
   }
+  // Nothing before the first op: "never published" then means just that.
   if (posted == published_posted_ && completed == published_completed_) return;
-  if (store_->Set(absl::StrCat("progress/", rank_), absl::StrCat(posted, " ", completed)).ok()) {
+  if (store_->Set(absl::StrCat("progress/", rank_), ProgressValue(0)).ok()) {
     published_posted_ = posted;
     published_completed_ = completed;
   }
@@ -213,56 +305,109 @@ void FlightRecorder::PublishLoop() {
     lock.unlock();
     Publish();
     lock.lock();
-    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; });
+    cv_.wait_for(lock, kPublishPeriod, [this] { return stop_; });
   }
 }
 
 std::string FlightRecorder::DesyncReport(uint64_t seq, absl::Duration wait) {
   if (!store_ || size_ <= 1) return "";
-  uint64_t posted, completed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    posted = last_posted_;
-    completed = last_completed_;
-  }
-  (void)store_->Set(absl::StrCat("progress/", rank_), absl::StrCat(posted, " ", completed));
-  std::vector<std::string> keys;
-  for (int r = 0; r < size_; ++r) keys.push_back(absl::StrCat("progress/", r));
-  // Give the others' publishers (1 s period) a chance to catch up.
-  absl::SleepFor(wait);
-  auto present = store_->Check(keys);
-  std::vector<int> never_joined, finished_but_not_next, stuck, silent;
-  std::vector<std::string> details;
+  const absl::Time start = absl::Now();
+  // Answer first, then wait for the others' answers: ranks stuck in this op
+  // time out at about the same time and answer within moments of each other.
+  const std::string mine = ProgressValue(seq);
+  (void)store_->Set(absl::StrCat("progress/", rank_), mine);
+  (void)store_->Set(absl::StrCat("answer/", seq, "/", rank_), mine);
+  std::vector<std::string> answer_keys, progress_keys;
   for (int r = 0; r < size_; ++r) {
-    if (!present.ok() || !(*present)[r]) {
-      silent.push_back(r);
+    answer_keys.push_back(absl::StrCat("answer/", seq, "/", r));
+    progress_keys.push_back(absl::StrCat("progress/", r));
+  }
+  (void)store_->Wait(answer_keys, wait);  // returns as soon as all are there
+  auto answered = store_->Check(answer_keys);
+  auto published = store_->Check(progress_keys);
+  const int64_t now_us = absl::ToUnixMicros(absl::Now());
+
+  std::vector<int> never_joined, finished_but_not_next, stuck, silent, unreadable, quiet;
+  std::vector<std::string> details;
+  std::vector<std::pair<std::string, int>> ops_at_seq;  // (op, rank) inside #seq
+  for (int r = 0; r < size_; ++r) {
+    const bool answer = answered.ok() && (*answered)[r];
+    const bool progress = published.ok() && (*published)[r];
+    if (!answer) quiet.push_back(r);
+    if (!answer && !progress) {
+      if (published.ok()) {
+        silent.push_back(r);
+      } else {
+        unreadable.push_back(r);
+        details.push_back(absl::StrFormat("rank %d's progress could not be read: %s", r,
+                                          published.status().message()));
+      }
       continue;
     }
-    auto value = store_->Get(keys[r], absl::Seconds(1));
-    std::pair<std::string, std::string> parts =
-        absl::StrSplit(value.ok() ? *value : std::string("0 0"), ' ');
-    uint64_t p = 0, c = 0;
-    (void)absl::SimpleAtoi(parts.first, &p);
-    (void)absl::SimpleAtoi(parts.second, &c);
-    details.push_back(absl::StrFormat("rank %d: last posted #%d, last completed #%d", r, p, c));
-    if (p < seq) never_joined.push_back(r);
-    else if (c >= seq && p == seq) finished_but_not_next.push_back(r);
-    else if (c < seq) stuck.push_back(r);
+    auto value = store_->Get(answer ? answer_keys[r] : progress_keys[r], absl::Seconds(1));
+    Progress p;
+    if (!value.ok() || !Decode(*value, &p)) {
+      unreadable.push_back(r);
+      details.push_back(absl::StrFormat(
+          "rank %d's progress could not be read: %s", r,
+          value.ok() ? "malformed value" : std::string(value.status().message())));
+      continue;
+    }
+    const std::string in = p.op.empty() ? "" : absl::StrCat(", in ", p.op);
+    if (answer) {
+      details.push_back(absl::StrFormat("rank %d: last posted #%d, last completed #%d%s", r,
+                                        p.posted, p.completed, in));
+    } else {
+      details.push_back(absl::StrFormat(
+          "rank %d did not answer (stopped or hung?); its last published progress was #%d "
+          "(posted #%d, completed #%d, %.1f s before this report%s)",
+          r, p.completed, p.posted, p.completed, (now_us - p.at_us) / 1e6, in));
+    }
+    if (p.posted < seq) {
+      never_joined.push_back(r);
+    } else if (p.completed >= seq && p.posted == seq) {
+      finished_but_not_next.push_back(r);
+    } else if (p.completed < seq) {
+      stuck.push_back(r);
+      if (!p.op.empty()) ops_at_seq.emplace_back(p.op, r);
+    }
   }
   std::string report = absl::StrFormat("desync report for op #%d:", seq);
   if (!never_joined.empty())
-    absl::StrAppend(&report, " ranks [", absl::StrJoin(never_joined, ","),
-                    "] never joined op #", seq, ";");
+    absl::StrAppend(&report, " ", FormatRanks(never_joined), " never joined op #", seq, ";");
   if (!finished_but_not_next.empty())
-    absl::StrAppend(&report, " ranks [", absl::StrJoin(finished_but_not_next, ","),
-                    "] finished #", seq, " but never started #", seq + 1, ";");
+    absl::StrAppend(&report, " ", FormatRanks(finished_but_not_next), " finished #", seq,
+                    " but never started #", seq + 1, ";");
   if (!stuck.empty())
-    absl::StrAppend(&report, " ranks [", absl::StrJoin(stuck, ","), "] are inside op #",
-                    seq, ";");
+    absl::StrAppend(&report, " ", FormatRanks(stuck), stuck.size() == 1 ? " is" : " are",
+                    " inside op #", seq, ";");
+  // Different ops at one sequence number: a desync the check plugin would
+  // have caught at once. Say what each group of ranks is in.
+  std::map<std::string, std::vector<int>> by_op;
+  for (const auto& [op, r] : ops_at_seq) by_op[op].push_back(r);
+  if (by_op.size() > 1) {
+    std::vector<std::string> groups;
+    for (const auto& [op, ranks] : by_op) {
+      groups.push_back(absl::StrCat(FormatRanks(ranks), ranks.size() == 1 ? " is" : " are",
+                                    " in ", op));
+    }
+    absl::StrAppend(&report, " ranks disagree on op #", seq, ": ", absl::StrJoin(groups, "; "),
+                    ";");
+  }
   if (!silent.empty())
-    absl::StrAppend(&report, " ranks [", absl::StrJoin(silent, ","),
-                    "] never reported progress (dead, or not started);");
-  absl::StrAppend(&report, " (", absl::StrJoin(details, "; "), ")");
+    absl::StrAppend(&report, " ", FormatRanks(silent),
+                    " never published progress (no op posted yet, or not started);");
+  if (!unreadable.empty())
+    absl::StrAppend(&report, " ", FormatRanks(unreadable), " could not be read;");
+  if (quiet.empty()) {
+    absl::StrAppend(&report, " every rank answered");
+  } else {
+    absl::StrAppendFormat(&report, " %s did not answer within %s", FormatRanks(quiet),
+                          absl::FormatDuration(wait));
+  }
+  absl::StrAppendFormat(&report, " (collected in %.3f s; %s)",
+                        absl::ToDoubleSeconds(absl::Now() - start),
+                        absl::StrJoin(details, "; "));
   return report;
 }
 

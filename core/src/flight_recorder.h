@@ -7,15 +7,21 @@
 // on demand (Communicator::DumpFlightRecorder()).
 //
 // Progress publication: a background thread owned by the recorder writes
-// this rank's (last posted, last completed) sequence numbers to the store
-// about once a second when they change. On a timeout, DesyncReport() reads
-// every rank's numbers and says which ranks never joined op #N and which
-// finished #N but never started #N+1.
+// this rank's (last posted, last completed) sequence numbers, the op it is
+// in and the time to its own key, progress/<rank>, every kPublishPeriod when
+// they change, so that other ranks can read them without this rank's help
+// (it may be stopped or hung). On a timeout of op #N, DesyncReport() answers
+// at once (answer/<N>/<rank>), waits, bounded, for the other ranks' answers,
+// and falls back to the last published progress of those that did not
+// answer, saying how old it is. It says which ranks never joined op #N,
+// which finished #N but never started #N+1, and, when ranks are in different
+// ops at #N, each one's op (kind, dtype, count, reduction, root).
 //
 // Thread safety: all methods may be called from any thread.
 #ifndef SYNCLINE_CORE_SRC_FLIGHT_RECORDER_H_
 #define SYNCLINE_CORE_SRC_FLIGHT_RECORDER_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -46,13 +52,20 @@ class FlightRecorder {
   // The ring as JSON: {"rank":..,"comm":..,"ops":[{...}]}.
   std::string ToJson() const;
 
-  // Writes ToJson() to $SYNCLINE_DEBUG_DIR (default /tmp) as
-  // syncline-flight-rank<r>-comm<id>.json; returns the path or "".
+  // Writes ToJson() to $SYNCLINE_DEBUG_DIR (default /tmp; created if missing)
+  // as syncline-flight-<job>-rank<r>-comm<id>.json, where <job> is the job
+  // id (ResolveJobId(), unsafe characters as '_') or "pid<pid>" when
+  // the job has no id. Logs at warning level where it went, or why it could
+  // not be written (with errno's text); returns the path or "".
   std::string Dump() const;
 
-  // Publishes this rank's progress now and builds the cross-rank report for a
-  // timeout of op `seq` (waits at most `wait` for other ranks' numbers).
+  // Answers for this rank at once and builds the cross-rank report for a
+  // timeout of op `seq`. Blocks until every rank has answered or `wait` has
+  // passed; there is no fixed delay.
   std::string DesyncReport(uint64_t seq, absl::Duration wait);
+
+  // How often the publisher looks for new progress to publish.
+  static constexpr std::chrono::milliseconds kPublishPeriod{250};
 
  private:
   struct Entry {
@@ -66,6 +79,9 @@ class FlightRecorder {
   };
   void PublishLoop();
   void Publish();
+  // This rank's progress as published; the op described is `seq` if it is
+  // in the ring, else the oldest collective still running (seq 0: the latter).
+  std::string ProgressValue(uint64_t seq) const;
 
   const int rank_, size_;
   const uint64_t comm_id_;
@@ -77,7 +93,7 @@ class FlightRecorder {
   size_t next_ = 0;                  // guarded by mu_
   uint64_t last_posted_ = 0;         // guarded by mu_
   uint64_t last_completed_ = 0;      // guarded by mu_
-  uint64_t published_posted_ = ~0ull, published_completed_ = ~0ull;  // publisher only
+  uint64_t published_posted_ = 0, published_completed_ = 0;  // publisher only
   bool stop_ = false;                // guarded by mu_
   std::thread publisher_;            // owned; joined in the destructor
 };

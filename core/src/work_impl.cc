@@ -43,8 +43,10 @@ absl::Status PluginWork::Finish(sl_result_t result, const sl_error_t& err) {
                        !destroyed;
     if (fatal && recorder_) {
       if (result == SL_ERR_TIMEOUT) {
-        // The op itself ran out of time: say who is where.
-        std::string report = recorder_->DesyncReport(seq_, absl::Milliseconds(1200));
+        // The op itself ran out of time: say who is where. Peers stuck in
+        // this op time out within moments of this rank and answer at once;
+        // the bound only matters for ranks that cannot answer.
+        std::string report = recorder_->DesyncReport(seq_, absl::Seconds(2));
         if (!report.empty()) absl::StrAppend(&message, "\n  ", report);
       }
       // A timeout, a dead peer, an abort or a desync: keep a record.
