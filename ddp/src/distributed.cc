@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "pitfall_checks.h"
 #include "reducer.h"
 #include "replica_check.h"
@@ -83,6 +84,17 @@ DistributedDataParallel::JoinCounts DistributedDataParallel::JoinHandshake(
       options_.timeout, "join handshake (ranks still training)");
   return {static_cast<int>(sums[0]), static_cast<int>(sums[1]),
           static_cast<int>(sums[2])};
+}
+
+void DistributedDataParallel::CheckIsWrapped(const torch::nn::Module* module) const {
+  if (module == module_.get()) return;
+  throw std::invalid_argument(absl::StrCat(
+      "syncline::ddp: Forward() was given a module (", module ? module->name() : "null",
+      " at ", absl::StrFormat("%p", static_cast<const void*>(module)),
+      ") that is not the one this DistributedDataParallel wraps (", module_->name(), " at ",
+      absl::StrFormat("%p", static_cast<const void*>(module_.get())),
+      "): its gradients would never be averaged across ranks. Pass the module you "
+      "constructed the wrapper with, or wrap this one"));
 }
 
 void DistributedDataParallel::PrepareForward() {

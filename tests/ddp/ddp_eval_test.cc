@@ -11,6 +11,7 @@
 #include <torch/optim/sgd.h>
 
 #include <optional>
+#include <stdexcept>
 
 #include "common/multiprocess.h"
 #include "ddp/ddp_test_util.h"
@@ -102,6 +103,47 @@ TEST(DdpEvaluation, LocalForwardsOnOneRankDoNotDesyncTraining) {
   syncline::testing::ExpectAllSucceeded(results);
   ASSERT_EQ(results.size(), 2u);
   EXPECT_THAT(results[0].output, Not(HasSubstr("[pitfall")));
+}
+
+// Issue 15: the model is passed twice (ddp.Forward(model, x)); passing
+// another module would have skipped gradient averaging silently. It throws,
+// on every rank and before any collective, and the wrapped module still
+// trains to the oracle afterwards (through its holder or its Impl pointer).
+TEST(DdpForward, AModuleOtherThanTheWrappedOneIsRefused) {
+  auto results = syncline::testing::RunRanks(2, [](int rank, int world) {
+    at::set_num_threads(1);
+    std::shared_ptr<Communicator> comm = Connect();
+    ASSERT_NE(comm, nullptr);
+    Mlp model = MakeModel<Mlp>(3);
+    Mlp other = MakeModel<Mlp>(3);
+    Mlp oracle = MakeModel<Mlp>(3);
+    DistributedDataParallel ddp(model.ptr(), comm);
+    torch::optim::SGD opt(model->parameters(), 0.1);
+    torch::optim::SGD oracle_opt(oracle->parameters(), 0.1);
+    const Batch mine = Shard(MlpBatch(kPerRank * world, 0), rank, kPerRank);
+    const std::string error = ThrownMessage([&] { ddp.Forward(other, mine.x); });
+    EXPECT_THAT(error, HasSubstr("not the one this DistributedDataParallel wraps"));
+    EXPECT_THAT(error, HasSubstr("would never be averaged"));
+    try {
+      ddp.Forward(other, mine.x);
+    } catch (const std::invalid_argument&) {
+    } catch (...) {
+      ADD_FAILURE() << "not a std::invalid_argument";
+    }
+    for (int step = 0; step < 2; ++step) {
+      const Batch shard = Shard(MlpBatch(kPerRank * world, step), rank, kPerRank);
+      opt.zero_grad();
+      auto out = step == 0 ? ddp.Forward(model, shard.x) : ddp.Forward(model.ptr(), shard.x);
+      torch::nn::functional::mse_loss(out, shard.y).backward();
+      opt.step();
+      oracle_opt.zero_grad();
+      const Batch global = MlpBatch(kPerRank * world, step);
+      torch::nn::functional::mse_loss(oracle->forward(global.x), global.y).backward();
+      oracle_opt.step();
+    }
+    ExpectParamsClose(*model, *oracle, 1e-5, 1e-6, "after the refused forward");
+  });
+  syncline::testing::ExpectAllSucceeded(results);
 }
 
 }  // namespace

@@ -211,9 +211,12 @@ class DistributedDataParallel {
   // Forward()
   //
   // PrepareForward(), then holder->forward(args...). `holder` is the module
-  // (a ModuleHolder such as `Net`, or a shared_ptr to the Impl).
+  // (a ModuleHolder such as `Net`, or a shared_ptr to the Impl), and must be
+  // the one that was wrapped: another module's gradients would never be
+  // averaged, so it throws std::invalid_argument before anything runs.
   template <typename ModuleHolder, typename... Args>
   auto Forward(ModuleHolder& holder, Args&&... args) {
+    CheckIsWrapped(static_cast<const torch::nn::Module*>(&*holder));
     PrepareForward();
     return holder->forward(std::forward<Args>(args)...);
   }
@@ -293,6 +296,9 @@ class DistributedDataParallel {
   const DdpOptions& options() const { return options_; }
 
  private:
+  // Throws std::invalid_argument naming both modules unless `module` is the
+  // wrapped one.
+  void CheckIsWrapped(const torch::nn::Module* module) const;
   void BroadcastStateFromRank0();
   void BroadcastBuffers();
   // One iteration of a finished rank inside Join(); returns false when every
