@@ -78,6 +78,7 @@ bool Session::Handle(absl::string_view body, KeyValueMap& data, std::string* out
     case Command::kSet:
       if (!r.Bytes(&key, kStoreMaxKeyBytes) || !r.Bytes(&a, kStoreMaxValueBytes)) return false;
       data[key] = std::move(a);
+      written_.push_back(key);
       *mutated = true;
       *out += Ok().Frame();
       return true;
@@ -95,6 +96,7 @@ bool Session::Handle(absl::string_view body, KeyValueMap& data, std::string* out
       }
       value += num;
       data[key] = absl::StrCat(value);
+      written_.push_back(key);
       *mutated = true;
       *out += Ok().Int(value).Frame();
       return true;
@@ -118,6 +120,7 @@ bool Session::Handle(absl::string_view body, KeyValueMap& data, std::string* out
       auto it = data.find(key);
       if ((it == data.end() && a.empty()) || (it != data.end() && it->second == a)) {
         data[key] = b;
+        written_.push_back(key);
         *mutated = true;
         *out += Ok().Bytes(b).Frame();
       } else {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -42,6 +43,9 @@ class Session {
             std::vector<ParkedRequest>* parked, bool* mutated);
 
   const std::string& error() const { return error_; }
+  // The keys written since the last call (so the server wakes only their
+  // waiters).
+  std::vector<std::string> TakeWritten() { return std::exchange(written_, {}); }
   bool greeted() const { return greeted_; }
 
   // The reply to a parked request whose keys now all exist.
@@ -62,6 +66,7 @@ class Session {
   std::string in_;
   bool greeted_ = false;
   std::string error_;
+  std::vector<std::string> written_;
 };
 
 }  // namespace syncline::store_protocol
