@@ -120,7 +120,7 @@ void RaiseFdLimit() {
       rl.rlim_cur = rl.rlim_max;
       if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = old;
     }
-    SL_LOG(INFO, "store: open-file limit %llu (was %llu, hard limit %llu)",
+    SL_LOG(DEBUG, "store: open-file limit %llu (was %llu, hard limit %llu)",
            static_cast<unsigned long long>(rl.rlim_cur), static_cast<unsigned long long>(old),
            static_cast<unsigned long long>(rl.rlim_max));
     return true;
