@@ -48,7 +48,7 @@ constexpr size_t kMaxPendingOutput = 256u << 20;
 constexpr absl::Duration kAcceptPause = absl::Milliseconds(100);
 
 struct Conn {
-  explicit Conn(const std::string& token) : session(token) {}
+  Conn(const std::string& token, proto::StoreQuota* quota) : session(token, quota) {}
   int fd = -1;
   std::string ip;    // the peer address, for the per-peer caps
   std::string peer;  // ip:port, for messages
@@ -136,6 +136,7 @@ class TcpStoreServer::Impl {
        TcpStoreServerOptions options)
       : listen_fd_(listen_fd), wake_read_(wake_read), wake_write_(wake_write),
         host_(std::move(host)), port_(port), options_(std::move(options)) {
+    quota_.max_bytes = options_.max_store_bytes;
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     Watch(listen_fd_, EPOLLIN, EPOLL_CTL_ADD);
@@ -254,7 +255,7 @@ class TcpStoreServer::Impl {
     }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    Conn& conn = conns_.try_emplace(fd, options_.token).first->second;
+    Conn& conn = conns_.try_emplace(fd, options_.token, &quota_).first->second;
     conn.fd = fd;
     conn.ip = ip;
     conn.peer = peer;
@@ -505,6 +506,7 @@ class TcpStoreServer::Impl {
   std::vector<std::pair<int, uint64_t>> pending_close_;  // fd, serial
   RateLimitedLog refuse_log_, fd_log_, handshake_log_;
   proto::KeyValueMap data_;
+  proto::StoreQuota quota_;  // the bytes data_ holds
   std::thread thread_;  // joined in the destructor
 };
 

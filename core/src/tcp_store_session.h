@@ -11,6 +11,7 @@
 #define SYNCLINE_CORE_SRC_TCP_STORE_SESSION_H_
 
 #include <cstdint>
+#include <cstddef>
 #include <map>
 #include <string>
 #include <utility>
@@ -31,10 +32,18 @@ struct ParkedRequest {
   int64_t timeout_ms;
 };
 
+// The bytes of keys and values held, shared by every session of a server.
+struct StoreQuota {
+  size_t max_bytes = SIZE_MAX;
+  size_t used_bytes = 0;
+};
+
 class Session {
  public:
   // `token`: when non-empty, the client's handshake must carry it.
-  explicit Session(std::string token = "") : token_(std::move(token)) {}
+  // `quota`: when given, writes that would exceed it get an error reply.
+  explicit Session(std::string token = "", StoreQuota* quota = nullptr)
+      : token_(std::move(token)), quota_(quota) {}
 
   // Consumes `bytes`. Appends replies to *out and parked requests to
   // *parked; sets *mutated when the map changed (so waiters may be ready).
@@ -57,12 +66,17 @@ class Session {
   bool Greet(std::string* out);
   bool Handle(absl::string_view body, KeyValueMap& data, std::string* out,
               std::vector<ParkedRequest>* parked, bool* mutated);
+  // Accounts for `key` taking `value_bytes` instead of its current size;
+  // false (with an error reply in *out) when that would exceed the quota.
+  bool Charge(const KeyValueMap& data, const std::string& key, size_t value_bytes,
+              std::string* out);
   bool Fail(std::string why) {
     error_ = std::move(why);
     return false;
   }
 
   const std::string token_;
+  StoreQuota* const quota_;
   std::string in_;
   bool greeted_ = false;
   std::string error_;

@@ -18,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "syncline/tcp_store.h"
 #include "tcp_store_protocol.h"
@@ -242,6 +243,33 @@ TEST(TcpStoreLimits, PendingCapPerPeerLeavesOtherHostsServed) {
     EXPECT_FALSE(ClosedByPeer(fd, absl::Milliseconds(200))) << "a connection within the cap was closed";
     ::close(fd);
   }
+}
+
+// Writes beyond max_store_bytes are refused with a message; nothing is lost.
+TEST(TcpStoreLimits, QuotaRefusesWritesBeyondItAndKeepsServing) {
+  TcpStoreServerOptions options{.host = "127.0.0.1", .port = 0};
+  options.max_store_bytes = 10000;
+  auto server = *TcpStoreServer::Start(options);
+  auto store = *ConnectTcpStore({.host = "127.0.0.1", .port = server->port()});
+  std::string value(1000, 'x');
+  int stored = 0;
+  absl::Status refused;
+  for (int i = 0; i < 20 && refused.ok(); ++i) {
+    refused = store->Set(absl::StrCat("key", i), value);
+    if (refused.ok()) ++stored;
+  }
+  ASSERT_FALSE(refused.ok()) << "20 KB went into a 10 KB store";
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("quota"));
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("max_store_bytes"));
+  EXPECT_EQ(stored, 9);
+  for (int i = 0; i < stored; ++i) {
+    auto v = store->Get(absl::StrCat("key", i), absl::Seconds(5));
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(*v, value);
+  }
+  ASSERT_TRUE(store->Delete("key0").ok());  // frees room
+  EXPECT_TRUE(store->Set("after", "delete").ok());
+  ExpectServes(server->port());
 }
 
 // 2,000 GETs parked on distinct keys, then 2,000 SETs: each GET gets its value.

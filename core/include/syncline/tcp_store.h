@@ -28,6 +28,7 @@
 #ifndef SYNCLINE_TCP_STORE_H_
 #define SYNCLINE_TCP_STORE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -64,6 +65,10 @@ struct TcpStoreServerOptions {
   // A connection that has not completed the handshake by then is closed and
   // logged with its peer address.
   absl::Duration handshake_timeout = absl::Seconds(10);
+  // Total bytes of keys and values held. A SET, ADD or compare-set beyond it
+  // gets an error reply naming the quota (the client returns it as a
+  // status); nothing stored is dropped.
+  size_t max_store_bytes = size_t{1} << 30;
   // When non-empty, clients must present this token in the handshake
   // (SYNCLINE_STORE_TOKEN); others are refused and logged with their address.
   std::string token;
