@@ -13,7 +13,8 @@
 // connections per peer address (pending handshakes separately, tighter) and in
 // total; and on EMFILE/ENFILE sheds the pending connections with a reserve fd
 // and pauses accepting for 100 ms instead of spinning. Refusals are logged
-// (at most once a second per reason) naming the peer or limit.
+// (at most once a second per reason) naming the peer or limit. Keys and
+// values together are held to max_store_bytes; a write past it gets an error.
 //
 // With a token (SYNCLINE_STORE_TOKEN), only clients that present it are served.
 //
