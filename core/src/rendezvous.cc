@@ -188,6 +188,8 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
   if (info.rank == 0 && !info.store_hosted) {
     SL_ASSIGN_OR_RETURN(server, TcpStoreServer::Start({.host = info.master_addr,
                                                        .port = info.master_port,
+                                                       .max_connections =
+                                                           StoreMaxConnectionsFor(info.world_size),
                                                        .token = EnvString("SYNCLINE_STORE_TOKEN")}));
   }
   SL_ASSIGN_OR_RETURN(

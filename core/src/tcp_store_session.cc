@@ -77,7 +77,9 @@ bool Session::Handle(absl::string_view body, KeyValueMap& data, std::string* out
   switch (static_cast<Command>(cmd)) {
     case Command::kSet:
       if (!r.Bytes(&key, kStoreMaxKeyBytes) || !r.Bytes(&a, kStoreMaxValueBytes)) return false;
+      if (!Charge(data, key, a.size(), out)) return true;
       data[key] = std::move(a);
+      written_.push_back(key);
       *mutated = true;
       *out += Ok().Frame();
       return true;
@@ -94,7 +96,10 @@ bool Session::Handle(absl::string_view body, KeyValueMap& data, std::string* out
         return true;
       }
       value += num;
-      data[key] = absl::StrCat(value);
+      std::string text = absl::StrCat(value);
+      if (!Charge(data, key, text.size(), out)) return true;
+      data[key] = std::move(text);
+      written_.push_back(key);
       *mutated = true;
       *out += Ok().Int(value).Frame();
       return true;
@@ -117,7 +122,9 @@ bool Session::Handle(absl::string_view body, KeyValueMap& data, std::string* out
       }
       auto it = data.find(key);
       if ((it == data.end() && a.empty()) || (it != data.end() && it->second == a)) {
+        if (!Charge(data, key, b.size(), out)) return true;
         data[key] = b;
+        written_.push_back(key);
         *mutated = true;
         *out += Ok().Bytes(b).Frame();
       } else {
@@ -127,6 +134,9 @@ bool Session::Handle(absl::string_view body, KeyValueMap& data, std::string* out
     }
     case Command::kDelete:
       if (!r.Bytes(&key, kStoreMaxKeyBytes)) return false;
+      if (quota_ != nullptr && data.count(key)) {
+        quota_->used_bytes -= key.size() + data.at(key).size();
+      }
       *out += Ok().Int(data.erase(key) > 0 ? 1 : 0).Frame();
       return true;
     case Command::kNumKeys:
@@ -146,6 +156,26 @@ bool Session::Handle(absl::string_view body, KeyValueMap& data, std::string* out
     }
   }
   return false;
+}
+
+bool Session::Charge(const KeyValueMap& data, const std::string& key, size_t value_bytes,
+                     std::string* out) {
+  if (quota_ == nullptr) return true;
+  auto it = data.find(key);
+  size_t old_bytes = it == data.end() ? 0 : key.size() + it->second.size();
+  size_t used = quota_->used_bytes - old_bytes + key.size() + value_bytes;
+  if (used > quota_->max_bytes) {
+    *out += Err()
+                .Bytes(absl::StrCat("store quota exceeded: writing key '", key.substr(0, 200),
+                                    "' would hold ", used, " bytes of keys and values, over the ",
+                                    quota_->max_bytes,
+                                    "-byte limit (TcpStoreServerOptions::max_store_bytes); "
+                                    "delete keys or raise the limit"))
+                .Frame();
+    return false;
+  }
+  quota_->used_bytes = used;
+  return true;
 }
 
 std::string Session::Answer(const ParkedRequest& request, const KeyValueMap& data) {

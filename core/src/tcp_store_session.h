@@ -11,8 +11,10 @@
 #define SYNCLINE_CORE_SRC_TCP_STORE_SESSION_H_
 
 #include <cstdint>
+#include <cstddef>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -30,10 +32,18 @@ struct ParkedRequest {
   int64_t timeout_ms;
 };
 
+// The bytes of keys and values held, shared by every session of a server.
+struct StoreQuota {
+  size_t max_bytes = SIZE_MAX;
+  size_t used_bytes = 0;
+};
+
 class Session {
  public:
   // `token`: when non-empty, the client's handshake must carry it.
-  explicit Session(std::string token = "") : token_(std::move(token)) {}
+  // `quota`: when given, writes that would exceed it get an error reply.
+  explicit Session(std::string token = "", StoreQuota* quota = nullptr)
+      : token_(std::move(token)), quota_(quota) {}
 
   // Consumes `bytes`. Appends replies to *out and parked requests to
   // *parked; sets *mutated when the map changed (so waiters may be ready).
@@ -42,6 +52,9 @@ class Session {
             std::vector<ParkedRequest>* parked, bool* mutated);
 
   const std::string& error() const { return error_; }
+  // The keys written since the last call (so the server wakes only their
+  // waiters).
+  std::vector<std::string> TakeWritten() { return std::exchange(written_, {}); }
   bool greeted() const { return greeted_; }
 
   // The reply to a parked request whose keys now all exist.
@@ -53,15 +66,21 @@ class Session {
   bool Greet(std::string* out);
   bool Handle(absl::string_view body, KeyValueMap& data, std::string* out,
               std::vector<ParkedRequest>* parked, bool* mutated);
+  // Accounts for `key` taking `value_bytes` instead of its current size;
+  // false (with an error reply in *out) when that would exceed the quota.
+  bool Charge(const KeyValueMap& data, const std::string& key, size_t value_bytes,
+              std::string* out);
   bool Fail(std::string why) {
     error_ = std::move(why);
     return false;
   }
 
   const std::string token_;
+  StoreQuota* const quota_;
   std::string in_;
   bool greeted_ = false;
   std::string error_;
+  std::vector<std::string> written_;
 };
 
 }  // namespace syncline::store_protocol

@@ -156,6 +156,8 @@ absl::Status Launcher::HostStore() {
   server_options.host = options_.master_addr;
   server_options.port = options_.master_port;
   server_options.token = store_token_;
+  server_options.max_connections =
+      StoreMaxConnectionsFor(options_.nnodes * options_.nproc_per_node);
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
       TcpStoreServer::Start(server_options);
   if (!server.ok()) return server.status();

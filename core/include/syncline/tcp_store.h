@@ -1,10 +1,20 @@
 // tcp_store.h: a Store served over TCP.
 //
-// TcpStoreServer runs one background thread (poll-based) that serves many
+// TcpStoreServer runs one background thread (epoll-based) that serves many
 // clients. It bounds frame, key and value sizes, rejects malformed frames and
 // clients that do not open with the protocol handshake (magic + version), and
 // keeps serving the others. A client that stalls or disconnects cannot block
-// anyone else. Blocking waits are parked on the server, not spun.
+// anyone else. Blocking waits are parked on the server by key (a write wakes
+// only that key's waiters) with deadlines in a heap, not spun or scanned.
+//
+// Against starvation: the server raises its RLIMIT_NOFILE soft limit to the
+// hard limit; listens with the kernel's largest backlog; closes connections
+// that have not completed the handshake within handshake_timeout; caps
+// connections per peer address (pending handshakes separately, tighter) and in
+// total; and on EMFILE/ENFILE sheds the pending connections with a reserve fd
+// and pauses accepting for 100 ms instead of spinning. Refusals are logged
+// (at most once a second per reason) naming the peer or limit. Keys and
+// values together are held to max_store_bytes; a write past it gets an error.
 //
 // With a token (SYNCLINE_STORE_TOKEN), only clients that present it are served.
 //
@@ -19,6 +29,7 @@
 #ifndef SYNCLINE_TCP_STORE_H_
 #define SYNCLINE_TCP_STORE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,11 +55,33 @@ inline constexpr size_t kMaxTokenBytes = 256;
 struct TcpStoreServerOptions {
   std::string host = "127.0.0.1";  // bind address (not every interface)
   int port = 0;                    // 0: pick a free port
+  // Total connections served at once; beyond it new ones are accepted and
+  // closed at once (logged, rate-limited). Hosts of a rendezvous derive it
+  // from the world size.
   int max_connections = 4096;
+  // Connections from one peer address, in all and still in the handshake.
+  // The tighter pending cap stops one host's idle sockets starving others.
+  int max_connections_per_peer = 8192;
+  int max_pending_per_peer = 256;
+  // A connection that has not completed the handshake by then is closed and
+  // logged with its peer address.
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  // Total bytes of keys and values held. A SET, ADD or compare-set beyond it
+  // gets an error reply naming the quota (the client returns it as a
+  // status); nothing stored is dropped.
+  size_t max_store_bytes = size_t{1} << 30;
   // When non-empty, clients must present this token in the handshake
   // (SYNCLINE_STORE_TOKEN); others are refused and logged with their address.
   std::string token;
 };
+
+// The total connection cap for a store hosting `world_size` ranks: two per
+// rank (the rank's client and one reconnecting or in a handshake) plus slack,
+// and never below the default.
+inline int StoreMaxConnectionsFor(int world_size) {
+  int64_t n = int64_t{world_size} * 2 + 64;
+  return static_cast<int>(n < 4096 ? 4096 : (n > (1 << 30) ? (1 << 30) : n));
+}
 
 class TcpStoreServer {
  public:

@@ -1,0 +1,314 @@
+// tcp_store_limits_test.cc: the TCP store under starvation attacks: idle
+// sockets that never handshake, a server out of file descriptors, one host
+// hogging the pending-handshake slots, and many parked waits.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "syncline/tcp_store.h"
+#include "tcp_store_protocol.h"
+
+namespace syncline {
+namespace {
+
+namespace proto = store_protocol;
+
+// Connects from `source` (a 127.0.0.0/8 address) to 127.0.0.1:port; -1 on failure.
+int RawConnect(int port, const char* source = nullptr) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (source != nullptr) {
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    ::inet_pton(AF_INET, source, &src.sin_addr);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof(src)) != 0) {
+      ::close(fd);
+      return -1;
+    }
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string Hello() {
+  std::string h = proto::EncodeHello();
+  h.append(4, '\0');  // empty token
+  return h;
+}
+
+// Reads until EOF or `seconds`; true when the server closed the connection.
+bool ClosedByPeer(int fd, absl::Duration wait) {
+  timeval tv = absl::ToTimeval(wait);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char buf[256];
+  while (true) {
+    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n == 0) return true;
+    if (n < 0) return errno == ECONNRESET;
+  }
+}
+
+bool ReadExactly(int fd, char* p, size_t n) {
+  while (n > 0) {
+    ssize_t got = ::read(fd, p, n);
+    if (got <= 0) return false;
+    p += got;
+    n -= got;
+  }
+  return true;
+}
+
+// A store server in a forked child whose RLIMIT_NOFILE is `fd_limit` (soft
+// and hard, so the server cannot raise it). The parent asks it for its CPU
+// time over a window through a pipe.
+class ForkedServer {
+ public:
+  ForkedServer(int fd_limit, absl::Duration handshake_timeout) {
+    int to_child[2], to_parent[2];
+    EXPECT_EQ(::pipe(to_child), 0);
+    EXPECT_EQ(::pipe(to_parent), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::close(to_child[1]);
+      ::close(to_parent[0]);
+      rlimit rl{static_cast<rlim_t>(fd_limit), static_cast<rlim_t>(fd_limit)};
+      ::setrlimit(RLIMIT_NOFILE, &rl);
+      TcpStoreServerOptions options{.host = "127.0.0.1", .port = 0};
+      options.handshake_timeout = handshake_timeout;
+      options.max_pending_per_peer = 100000;  // the fd limit is what is tested
+      auto server = TcpStoreServer::Start(options);
+      if (!server.ok()) {
+        fprintf(stderr, "forked store server: %s\n", server.status().ToString().c_str());
+        ::_exit(2);
+      }
+      int port = (*server)->port();
+      (void)!::write(to_parent[1], &port, sizeof(port));
+      char c;
+      while (::read(to_child[0], &c, 1) == 1) {  // 'm': mark, 'r': report
+        static double mark = 0;
+        rusage ru{};
+        ::getrusage(RUSAGE_SELF, &ru);
+        double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+                     ru.ru_stime.tv_usec / 1e6;
+        if (c == 'm') mark = cpu;
+        double delta = cpu - mark;
+        (void)!::write(to_parent[1], &delta, sizeof(delta));
+      }
+      ::_exit(0);
+    }
+    ::close(to_child[0]);
+    ::close(to_parent[1]);
+    to_child_ = to_child[1];
+    from_child_ = to_parent[0];
+    EXPECT_TRUE(ReadExactly(from_child_, reinterpret_cast<char*>(&port_), sizeof(port_)));
+  }
+  ~ForkedServer() {
+    ::close(to_child_);
+    ::close(from_child_);
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  int port() const { return port_; }
+  // CPU seconds the server process used since the last Mark().
+  double Ask(char c) {
+    EXPECT_EQ(::write(to_child_, &c, 1), 1);
+    double v = -1;
+    EXPECT_TRUE(ReadExactly(from_child_, reinterpret_cast<char*>(&v), sizeof(v)));
+    return v;
+  }
+  void Mark() { Ask('m'); }
+  double CpuSinceMark() { return Ask('r'); }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int to_child_ = -1, from_child_ = -1;
+};
+
+void ExpectServes(int port) {
+  auto store = ConnectTcpStore(
+      {.host = "127.0.0.1", .port = port, .connect_timeout = absl::Seconds(20)});
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Set("alive", "yes").ok());
+  auto v = (*store)->Get("alive", absl::Seconds(5));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, "yes");
+}
+
+// 300 idle sockets against a server limited to 256 fds: the server neither
+// spins nor starves a good client, and closes the idle ones by the deadline.
+TEST(TcpStoreLimits, IdleSocketsUnderLowFdLimitAreClosedWithoutSpinning) {
+  ForkedServer server(256, absl::Seconds(1));
+  std::vector<int> idle;
+  for (int i = 0; i < 300; ++i) {
+    int fd = RawConnect(server.port());
+    if (fd >= 0) idle.push_back(fd);
+  }
+  ASSERT_GT(idle.size(), 250u);
+  server.Mark();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  double cpu = server.CpuSinceMark();
+  EXPECT_LT(cpu, 0.5) << "server CPU-s over 3 s with 300 idle sockets";
+  ExpectServes(server.port());
+  int closed = 0;
+  for (int fd : idle) {
+    closed += ClosedByPeer(fd, absl::Seconds(5)) ? 1 : 0;
+    ::close(fd);
+  }
+  EXPECT_EQ(closed, static_cast<int>(idle.size()));
+}
+
+// A flood that keeps the server out of descriptors: no spin, and the server
+// recovers once the flood ends.
+TEST(TcpStoreLimits, EmfileFloodDoesNotSpinAndRecovers) {
+  ForkedServer server(64, absl::Seconds(30));
+  std::vector<int> flood;
+  for (int i = 0; i < 200; ++i) {
+    int fd = RawConnect(server.port());
+    if (fd >= 0) flood.push_back(fd);
+  }
+  server.Mark();
+  absl::Time end = absl::Now() + absl::Seconds(3);
+  while (absl::Now() < end) {  // keep the backlog full
+    int fd = RawConnect(server.port());
+    if (fd >= 0) flood.push_back(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  double cpu = server.CpuSinceMark();
+  EXPECT_LT(cpu, 0.5) << "server CPU-s over 3 s while out of descriptors";
+  for (int fd : flood) ::close(fd);
+  ExpectServes(server.port());
+}
+
+TEST(TcpStoreLimits, HandshakeDeadlineClosesSilentConnections) {
+  TcpStoreServerOptions options{.host = "127.0.0.1", .port = 0};
+  options.handshake_timeout = absl::Milliseconds(300);
+  auto server = *TcpStoreServer::Start(options);
+  int fd = RawConnect(server->port());
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(ClosedByPeer(fd, absl::Seconds(5)));
+  ::close(fd);
+  ExpectServes(server->port());
+}
+
+// One host's pending handshakes are capped; another host is still served.
+TEST(TcpStoreLimits, PendingCapPerPeerLeavesOtherHostsServed) {
+  TcpStoreServerOptions options{.host = "127.0.0.1", .port = 0};
+  options.max_pending_per_peer = 8;
+  options.handshake_timeout = absl::Seconds(60);
+  auto server = *TcpStoreServer::Start(options);
+  std::vector<int> hog;
+  for (int i = 0; i < 8; ++i) hog.push_back(RawConnect(server->port(), "127.0.0.1"));
+  // Let the server admit the first eight before the extras arrive.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::vector<int> extra;
+  for (int i = 0; i < 4; ++i) extra.push_back(RawConnect(server->port(), "127.0.0.1"));
+  for (int fd : extra) {
+    ASSERT_GE(fd, 0);
+    EXPECT_TRUE(ClosedByPeer(fd, absl::Seconds(5))) << "an extra pending connection was not refused";
+    ::close(fd);
+  }
+  int other = RawConnect(server->port(), "127.0.0.2");
+  ASSERT_GE(other, 0) << "cannot bind 127.0.0.2";
+  std::string hello = Hello();
+  ASSERT_EQ(::send(other, hello.data(), hello.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(hello.size()));
+  char reply[proto::kHelloBytes + 1];
+  ASSERT_TRUE(ReadExactly(other, reply, sizeof(reply)));
+  EXPECT_EQ(reply[proto::kHelloBytes], 0) << "127.0.0.2 was not accepted";
+  ::close(other);
+  for (int fd : hog) {
+    EXPECT_FALSE(ClosedByPeer(fd, absl::Milliseconds(200))) << "a connection within the cap was closed";
+    ::close(fd);
+  }
+}
+
+// Writes beyond max_store_bytes are refused with a message; nothing is lost.
+TEST(TcpStoreLimits, QuotaRefusesWritesBeyondItAndKeepsServing) {
+  TcpStoreServerOptions options{.host = "127.0.0.1", .port = 0};
+  options.max_store_bytes = 10000;
+  auto server = *TcpStoreServer::Start(options);
+  auto store = *ConnectTcpStore({.host = "127.0.0.1", .port = server->port()});
+  std::string value(1000, 'x');
+  int stored = 0;
+  absl::Status refused;
+  for (int i = 0; i < 20 && refused.ok(); ++i) {
+    refused = store->Set(absl::StrCat("key", i), value);
+    if (refused.ok()) ++stored;
+  }
+  ASSERT_FALSE(refused.ok()) << "20 KB went into a 10 KB store";
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("quota"));
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("max_store_bytes"));
+  EXPECT_EQ(stored, 9);
+  for (int i = 0; i < stored; ++i) {
+    auto v = store->Get(absl::StrCat("key", i), absl::Seconds(5));
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(*v, value);
+  }
+  ASSERT_TRUE(store->Delete("key0").ok());  // frees room
+  EXPECT_TRUE(store->Set("after", "delete").ok());
+  ExpectServes(server->port());
+}
+
+// 2,000 GETs parked on distinct keys, then 2,000 SETs: each GET gets its value.
+TEST(TcpStoreLimits, ManyParkedWaitsOnDistinctKeysAllComplete) {
+  auto server = *TcpStoreServer::Start({.host = "127.0.0.1", .port = 0});
+  constexpr int kKeys = 2000;
+  int fd = RawConnect(server->port());
+  ASSERT_GE(fd, 0);
+  std::string request = Hello();
+  for (int i = 0; i < kKeys; ++i) {
+    request += proto::Writer(static_cast<uint8_t>(proto::Command::kGet))
+                   .Bytes(absl::StrCat("k", i))
+                   .Int(60000)
+                   .Frame();
+  }
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  char hello[proto::kHelloBytes + 1];
+  ASSERT_TRUE(ReadExactly(fd, hello, sizeof(hello)));
+  auto setter = *ConnectTcpStore({.host = "127.0.0.1", .port = server->port()});
+  for (int i = kKeys - 1; i >= 0; --i) {  // reverse order: replies follow the SETs
+    ASSERT_TRUE(setter->Set(absl::StrCat("k", i), absl::StrCat("v", i)).ok());
+  }
+  timeval tv{20, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  for (int i = kKeys - 1; i >= 0; --i) {
+    char len_bytes[4];
+    ASSERT_TRUE(ReadExactly(fd, len_bytes, 4)) << "reply " << i;
+    std::string body(proto::LoadU32(len_bytes), '\0');
+    ASSERT_TRUE(ReadExactly(fd, body.data(), body.size()));
+    proto::Reader r(body);
+    uint8_t code;
+    std::string value;
+    ASSERT_TRUE(r.U8(&code) && r.Bytes(&value, 1 << 20));
+    EXPECT_EQ(code, static_cast<uint8_t>(proto::Code::kOk));
+    EXPECT_EQ(value, absl::StrCat("v", i));
+  }
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace syncline
