@@ -46,7 +46,7 @@ absl::Status PluginWork::Finish(sl_result_t result, const sl_error_t& err) {
         // The op itself ran out of time: say who is where. Peers stuck in
         // this op time out within moments of this rank and answer at once;
         // the bound only matters for ranks that cannot answer.
-        std::string report = recorder_->DesyncReport(seq_, absl::Seconds(2));
+        std::string report = recorder_->DesyncReport(seq_, absl::Seconds(1));
         if (!report.empty()) absl::StrAppend(&message, "\n  ", report);
       }
       // A timeout, a dead peer, an abort or a desync: keep a record.
