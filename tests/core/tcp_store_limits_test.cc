@@ -18,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/socket_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "syncline/tcp_store.h"
@@ -57,17 +58,7 @@ std::string Hello() {
   return h;
 }
 
-// Reads until EOF or `seconds`; true when the server closed the connection.
-bool ClosedByPeer(int fd, absl::Duration wait) {
-  timeval tv = absl::ToTimeval(wait);
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  char buf[256];
-  while (true) {
-    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n == 0) return true;
-    if (n < 0) return errno == ECONNRESET;
-  }
-}
+using ::syncline::testing::ClosedByPeer;
 
 bool ReadExactly(int fd, char* p, size_t n) {
   while (n > 0) {

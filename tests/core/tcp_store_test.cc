@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/socket_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "syncline/tcp_store.h"
@@ -40,17 +41,7 @@ std::string Hello() {
   return h;
 }
 
-// Reads until EOF or 2 s; true when the server closed the connection.
-bool ClosedByPeer(int fd) {
-  timeval tv{2, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  char buf[256];
-  while (true) {
-    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n == 0) return true;
-    if (n < 0) return errno == ECONNRESET;
-  }
-}
+using ::syncline::testing::ClosedByPeer;
 
 class TcpStoreTest : public ::testing::Test {
  protected:
