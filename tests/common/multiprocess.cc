@@ -181,8 +181,9 @@ std::vector<RankResult> RunRanks(int world_size, const std::function<void(int, i
   // the other ranks already share, which is what the store is for.
   constexpr int kAttempts = 4;
   for (int attempt = 1;; ++attempt) {
-    int port = 29500;
-    {
+    int port = attempt == 1 ? options.first_port : 0;
+    if (port == 0) {
+      port = 29500;
       auto probe = TcpStoreServer::Start({.host = "127.0.0.1", .port = 0});
       if (probe.ok()) port = (*probe)->port();
     }

@@ -55,6 +55,9 @@ struct RunOptions {
   // Host the store in the parent (true) or let rank 0 host it (false; a
   // run whose rank 0 finds the chosen port taken is repeated on another).
   bool host_store = true;
+  // With host_store false: the port rank 0 tries first (0: a probed free
+  // one). Tests of the retry hand it a port that is already taken.
+  int first_port = 0;
 };
 
 // True inside a child started by RunRanks().

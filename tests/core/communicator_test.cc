@@ -14,6 +14,8 @@
 #include "gtest/gtest.h"
 #include "syncline/communicator.h"
 #include "syncline/diagnostics.h"
+#include "syncline/tcp_store.h"
+#include "syncline/types.h"
 
 namespace syncline {
 namespace {
@@ -182,6 +184,37 @@ TEST_F(ValidationTest, SequenceNumbersAdvancePerOp) {
   EXPECT_EQ((*w2)->seq(), 2u);
   EXPECT_THAT((*w2)->Describe(), HasSubstr("barrier #2 on rank 0/1 over gloo"));
   EXPECT_EQ(a, (std::vector<double>{1, 2, 3}));  // world size 1: identity
+}
+
+// Issue 13: the harness probed a free port for rank 0's store and released
+// it before use, so another program could take it first. A run whose rank 0
+// finds its port taken is repeated on a fresh one, and the ranks then meet.
+TEST(HarnessTest, RankZeroHostedRunRetriesWhenItsPortIsTaken) {
+  // Another program's store on the port rank 0 is told to use: rank 0 cannot
+  // bind it, and rank 1 is refused (another token) instead of joining it.
+  auto squatter = TcpStoreServer::Start({.host = "127.0.0.1", .port = 0, .token = "other"});
+  ASSERT_TRUE(squatter.ok()) << squatter.status();
+  RunOptions options{.timeout = absl::Seconds(60)};
+  options.host_store = false;
+  options.first_port = (*squatter)->port();
+  options.env = {{"SYNCLINE_BACKEND", "gloo"}, {"SYNCLINE_TIMEOUT", "20"}};
+  ::testing::internal::CaptureStderr();
+  auto results = RunRanks(2, [](int rank, int size) {
+    auto comm = Communicator::Create({});
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    std::vector<int32_t> x = {rank + 1, 10 * (rank + 1)};
+    ASSERT_TRUE((*(*comm)->Allreduce(View(x)))->Wait().ok());
+    EXPECT_EQ(x, (std::vector<int32_t>{3, 30})) << "world size " << size;
+  }, options);
+  const std::string parent = ::testing::internal::GetCapturedStderr();
+  testing::ExpectAllSucceeded(results);
+  EXPECT_THAT(parent, HasSubstr(absl::StrCat("port ", options.first_port,
+                                             " was taken before rank 0 bound it; retrying")));
+  TcpStoreClientOptions other{.port = (*squatter)->port()};
+  other.token = "other";
+  auto store = ConnectTcpStore(other);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(*(*store)->NumKeys(), 0) << "a rank wrote into the other program's store";
 }
 
 }  // namespace

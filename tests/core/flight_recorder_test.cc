@@ -2,8 +2,10 @@
 // names the rank that never joined an op.
 #include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -308,6 +310,63 @@ TEST(FlightRecorder, DumpNamesTheJobCreatesTheFolderAndSaysWhere) {
   ExpectAllSucceeded(results);
   EXPECT_THAT(results[0].output, HasSubstr(absl::StrCat("flight recorder of rank 0")));
   EXPECT_THAT(results[0].output, HasSubstr(absl::StrCat("written to ", dir, "/syncline-flight-job-4711-rank0-comm")));
+}
+
+// Waits (up to 30 s) until this process's own stderr (a file under RunRanks)
+// holds `text` after byte `from`; returns the text from `from` on, or "".
+std::string AwaitOwnStderr(const std::string& text, size_t from) {
+  for (int i = 0; i < 3000; ++i) {
+    std::fflush(stderr);
+    std::string all = Slurp("/proc/self/fd/2");
+    if (all.size() > from && all.find(text, from) != std::string::npos) return all.substr(from);
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return "";
+}
+
+// Issue 13: a dump that cannot be written says so, names the folder or file
+// and errno's reason, and costs the job nothing: ops go on with right results.
+TEST(FlightRecorder, DumpThatCannotBeWrittenSaysWhyAndTheJobGoesOn) {
+  const std::string dir = MakeTempDir();
+  const std::string blocker = absl::StrCat(dir, "/a-file");
+  std::ofstream(blocker) << "not a folder";
+  RunOptions options{.timeout = absl::Seconds(90)};
+  options.env = {{"SYNCLINE_BACKEND", "gloo"}, {"SYNCLINE_JOB_ID", "job-77"},
+                 {"SYNCLINE_DEBUG_DIR", absl::StrCat(blocker, "/dumps")}};
+  auto results = RunRanks(2, [](int rank, int) {
+    const std::string blocked = std::getenv("SYNCLINE_DEBUG_DIR");
+    auto comm = Communicator::Create({});
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    ASSERT_TRUE((*(*comm)->Barrier())->Wait().ok());
+    // 1. The folder cannot be created: a file stands where a parent should be.
+    ::raise(SIGUSR1);
+    std::string said = AwaitOwnStderr("not written", 0);
+    EXPECT_THAT(said, HasSubstr(absl::StrCat("not written: cannot create SYNCLINE_DEBUG_DIR=",
+                                             blocked, ": ", std::strerror(ENOTDIR))));
+    // 2. The folder is fine but the dump's own name is taken by a folder.
+    const std::string good = blocked.substr(0, blocked.rfind("/a-file"));
+    ::setenv("SYNCLINE_DEBUG_DIR", good.c_str(), 1);
+    size_t mark = Slurp("/proc/self/fd/2").size();
+    ::raise(SIGUSR1);
+    std::string written = AwaitOwnStderr(absl::StrCat("-rank", rank, "-comm"), mark);
+    size_t at = written.find(absl::StrCat("written to ", good, "/"));
+    ASSERT_NE(at, std::string::npos) << written;
+    std::string path = written.substr(at + 11);
+    path = path.substr(0, path.find(".json") + 5);
+    ASSERT_EQ(::unlink(path.c_str()), 0) << path;
+    ASSERT_EQ(::mkdir(path.c_str(), 0755), 0) << path;
+    mark = Slurp("/proc/self/fd/2").size();
+    ::raise(SIGUSR1);
+    said = AwaitOwnStderr("not written to", mark);
+    EXPECT_THAT(said, HasSubstr(absl::StrCat("not written to ", path, ": ",
+                                             std::strerror(EISDIR))));
+    // Nothing lost: the communicator still computes right results.
+    std::vector<double> x = {1.5 * (rank + 1), -2};
+    ASSERT_TRUE((*(*comm)->Allreduce(View(x)))->Wait().ok());
+    EXPECT_EQ(x, (std::vector<double>{4.5, -4}));
+    ASSERT_TRUE((*(*comm)->Barrier())->Wait().ok());
+  }, options);
+  ExpectAllSucceeded(results);
 }
 
 }  // namespace
