@@ -309,7 +309,8 @@ void FlightRecorder::PublishLoop() {
   }
 }
 
-std::string FlightRecorder::DesyncReport(uint64_t seq, absl::Duration wait) {
+std::string FlightRecorder::DesyncReport(uint64_t seq, absl::Duration wait,
+                                         bool only_if_another_answered) {
   if (!store_ || size_ <= 1) return "";
   const absl::Time start = absl::Now();
   // Answer first, then wait for the others' answers: ranks stuck in this op
@@ -322,8 +323,29 @@ std::string FlightRecorder::DesyncReport(uint64_t seq, absl::Duration wait) {
     answer_keys.push_back(absl::StrCat("answer/", seq, "/", r));
     progress_keys.push_back(absl::StrCat("progress/", r));
   }
-  (void)store_->Wait(answer_keys, wait);  // returns as soon as all are there
+  if (only_if_another_answered) {
+    // A peer error: only ranks last seen inside this op may still answer
+    // (they are timing out in it too); a dead rank never will.
+    std::vector<std::string> awaited;
+    auto seen = store_->Check(progress_keys);
+    for (int r = 0; seen.ok() && r < size_; ++r) {
+      if (r == rank_ || !(*seen)[r]) continue;
+      auto value = store_->Get(progress_keys[r], absl::Seconds(1));
+      Progress p;
+      if (value.ok() && Decode(*value, &p) && p.posted >= seq && p.completed < seq) {
+        awaited.push_back(answer_keys[r]);
+      }
+    }
+    if (!awaited.empty()) (void)store_->Wait(awaited, wait);
+  } else {
+    (void)store_->Wait(answer_keys, wait);  // returns as soon as all are there
+  }
   auto answered = store_->Check(answer_keys);
+  if (only_if_another_answered) {
+    int others = 0;
+    for (int r = 0; answered.ok() && r < size_; ++r) others += r != rank_ && (*answered)[r];
+    if (others == 0) return "";
+  }
   auto published = store_->Check(progress_keys);
   const int64_t now_us = absl::ToUnixMicros(absl::Now());
 

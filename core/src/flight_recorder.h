@@ -61,8 +61,13 @@ class FlightRecorder {
 
   // Answers for this rank at once and builds the cross-rank report for a
   // timeout of op `seq`. Blocks until every rank has answered or `wait` has
-  // passed; there is no fixed delay.
-  std::string DesyncReport(uint64_t seq, absl::Duration wait);
+  // passed; there is no fixed delay. With `only_if_another_answered` (a
+  // peer error), waits only for ranks whose published progress shows them
+  // inside op `seq`, and returns "" unless another rank has answered for
+  // `seq`, i.e. gave up on this op itself: a peer that simply died needs no
+  // report.
+  std::string DesyncReport(uint64_t seq, absl::Duration wait,
+                           bool only_if_another_answered = false);
 
   // How often the publisher looks for new progress to publish.
   static constexpr std::chrono::milliseconds kPublishPeriod{250};

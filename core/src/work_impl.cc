@@ -42,11 +42,17 @@ absl::Status PluginWork::Finish(sl_result_t result, const sl_error_t& err) {
     const bool fatal = result != SL_ERR_INVALID_ARGUMENT && result != SL_ERR_UNSUPPORTED &&
                        !destroyed;
     if (fatal && recorder_) {
-      if (result == SL_ERR_TIMEOUT) {
-        // The op itself ran out of time: say who is where. Peers stuck in
-        // this op time out within moments of this rank and answer at once;
-        // the bound only matters for ranks that cannot answer.
-        std::string report = recorder_->DesyncReport(seq_, absl::Seconds(1));
+      if (result == SL_ERR_TIMEOUT || result == SL_ERR_PEER) {
+        // Say who is where. On a timeout, peers stuck in this op time out
+        // within moments of this rank and answer at once; the bound only
+        // matters for ranks that cannot answer. A peer error comes from a
+        // peer that died or gave up first (its deadline may have started
+        // earlier, or a loaded machine ran it sooner): this rank answers at
+        // once, so that peer's report is complete, and reports only when a
+        // peer answers too (it timed out in this op; only peers last seen
+        // inside it are waited for); a peer that simply died needs none.
+        std::string report =
+            recorder_->DesyncReport(seq_, absl::Seconds(1), result == SL_ERR_PEER);
         if (!report.empty()) absl::StrAppend(&message, "\n  ", report);
       }
       // A timeout, a dead peer, an abort or a desync: keep a record.

@@ -235,16 +235,19 @@ TEST(FlightRecorder, StoppedRankIsReportedWithItsLastPublishedProgress) {
 // as "ranks [0,1] are inside op #971"; each rank's op must show. And the
 // report came 1.2 s after the timeout (a fixed sleep): when every rank
 // answers, it must come at once.
-TEST(FlightRecorder, MismatchedOpsShowEachRanksOpWithoutAFixedWait) {
+// Ranks in different ops at #2; rank 0 posts its op `rank0_delay` late, so
+// its deadline starts that much later.
+void ExpectMismatchReportedOnEveryRank(absl::Duration rank0_delay) {
   RunOptions options{.timeout = absl::Seconds(90)};
   options.env = {{"SYNCLINE_BACKEND", "gloo"}, {"SYNCLINE_TIMEOUT", "3"},
                  {"SYNCLINE_DEBUG_DIR", MakeTempDir()}};
-  auto results = RunRanks(2, [](int rank, int size) {
+  auto results = RunRanks(2, [rank0_delay](int rank, int size) {
     auto comm = Communicator::Create({});
     ASSERT_TRUE(comm.ok()) << comm.status();
     std::vector<float> x(4096, 1.0f), gathered(2048 * size);
     ASSERT_TRUE((*(*comm)->Allreduce(View(x)))->Wait().ok());  // op #1 on both
     // Op #2: rank 0 gathers 1024 floats, rank 1 reduces 4096.
+    if (rank == 0) absl::SleepFor(rank0_delay);
     auto work = rank == 0
                     ? (*comm)->Allgather(View(x.data(), 1024), View(gathered.data(), 1024 * size))
                     : (*comm)->Allreduce(View(x));
@@ -261,6 +264,16 @@ TEST(FlightRecorder, MismatchedOpsShowEachRanksOpWithoutAFixedWait) {
     std::fprintf(stderr, "COLLECTED %.3f ANSWERED %d\n", collected,
                  message.find("every rank answered") != std::string::npos ? 1 : 0);
     std::fflush(stderr);
+    // Stay until the other rank has reported too: a rank that exits first
+    // closes its links, and the other would fail with "connection closed by
+    // peer" before its own deadline (a loaded machine can skew the two
+    // deadlines by more than the report's collection bound).
+    std::shared_ptr<Store> store = testing::ConnectJobStore();
+    ASSERT_NE(store, nullptr);
+    absl::StatusOr<int64_t> reported = store->Add("test/reported", 1);
+    ASSERT_TRUE(reported.ok()) << reported.status();
+    if (*reported == size) ASSERT_TRUE(store->Set("test/all-reported", "1").ok());
+    ASSERT_TRUE(store->Wait({"test/all-reported"}, absl::Seconds(60)).ok());
     ::_exit(st.ok() || ::testing::Test::HasFailure() ? 4 : 3);
   }, options);
   // Each rank answers as soon as its own op times out, so the rank that
@@ -285,6 +298,19 @@ TEST(FlightRecorder, MismatchedOpsShowEachRanksOpWithoutAFixedWait) {
   }
   EXPECT_GE(prompt, 1) << "no rank found every answer at once:\n"
                        << results[0].output << "\n" << results[1].output;
+}
+
+TEST(FlightRecorder, MismatchedOpsShowEachRanksOpWithoutAFixedWait) {
+  ExpectMismatchReportedOnEveryRank(absl::ZeroDuration());
+}
+
+// Found running the suite beside two CPU hogs: when one rank's deadline
+// starts seconds after the other's, the first rank times out and closes its
+// links, and the second failed with "connection closed by peer" and no
+// report. A rank whose op fails because a peer gave up in the same op now
+// answers at once and reports too.
+TEST(FlightRecorder, MismatchIsReportedWhenOneRanksDeadlineStartsLater) {
+  ExpectMismatchReportedOnEveryRank(absl::Milliseconds(2500));
 }
 
 // Issue 13: dumps of concurrent jobs overwrote each other, and a missing
