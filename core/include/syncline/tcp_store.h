@@ -20,7 +20,11 @@
 //
 // TcpStore (the client) connects with retries until its timeout, checks the
 // handshake (so it notices a foreign program on the port), and sends one
-// request at a time. It is thread-safe (requests are serialized).
+// request at a time. It is thread-safe (requests are serialized). A listener
+// that answers the handshake wrongly is final ("not a Syncline store"); one
+// that does not answer in time is retried with jittered backoff, since an
+// overloaded store looks the same until it catches up, and at the timeout the
+// error names both possibilities.
 //
 // Example:
 //   SL_ASSIGN_OR_RETURN(auto server, TcpStoreServer::Start({.host="127.0.0.1"}));
@@ -108,6 +112,10 @@ struct TcpStoreClientOptions {
   int port = 0;
   // How long to keep retrying the connection and handshake.
   absl::Duration connect_timeout = absl::Seconds(60);
+  // How long one attempt waits for the server's handshake reply before it
+  // closes the connection and tries again (an overloaded store may not have
+  // accepted it yet).
+  absl::Duration handshake_timeout = absl::Seconds(10);
   std::string token;  // presented in the handshake (SYNCLINE_STORE_TOKEN)
 };
 
