@@ -186,11 +186,10 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
   std::string where = absl::StrCat(info.master_addr, ":", info.master_port);
   std::unique_ptr<TcpStoreServer> server;
   if (info.rank == 0 && !info.store_hosted) {
-    SL_ASSIGN_OR_RETURN(server, TcpStoreServer::Start({.host = info.master_addr,
-                                                       .port = info.master_port,
-                                                       .max_connections =
-                                                           StoreMaxConnectionsFor(info.world_size),
-                                                       .token = EnvString("SYNCLINE_STORE_TOKEN")}));
+    SL_ASSIGN_OR_RETURN(TcpStoreServerOptions options,
+                        JobStoreOptions(info.master_addr, info.master_port, info.world_size,
+                                        EnvString("SYNCLINE_STORE_TOKEN")));
+    SL_ASSIGN_OR_RETURN(server, TcpStoreServer::Start(options));
   }
   SL_ASSIGN_OR_RETURN(
       std::shared_ptr<Store> client,

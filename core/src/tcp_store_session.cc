@@ -169,8 +169,9 @@ bool Session::Charge(const KeyValueMap& data, const std::string& key, size_t val
                 .Bytes(absl::StrCat("store quota exceeded: writing key '", key.substr(0, 200),
                                     "' would hold ", used, " bytes of keys and values, over the ",
                                     quota_->max_bytes,
-                                    "-byte limit (TcpStoreServerOptions::max_store_bytes); "
-                                    "delete keys or raise the limit"))
+                                    "-byte limit (SYNCLINE_STORE_MAX_BYTES where the store "
+                                    "runs, TcpStoreServerOptions::max_store_bytes); delete "
+                                    "keys or raise the limit"))
                 .Frame();
     return false;
   }

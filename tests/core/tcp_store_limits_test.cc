@@ -24,6 +24,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/scoped_env.h"
 #include "common/socket_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -65,6 +66,7 @@ std::string Hello() {
 }
 
 using ::syncline::testing::ClosedByPeer;
+using ::syncline::testing::ScopedEnv;
 
 bool ReadExactly(int fd, char* p, size_t n) {
   while (n > 0) {
@@ -366,6 +368,36 @@ TEST(TcpStoreLimits, AHandshakeThatTimesOutOnAStalledStoreIsRetried) {
     }
   }
   EXPECT_EQ(*(*late)->NumKeys(), 2 * kKeys);
+}
+
+// A job's store takes its quota from SYNCLINE_STORE_MAX_BYTES: the refusal
+// names the variable, what is stored stays, and the store keeps serving.
+TEST(TcpStoreLimits, QuotaFromTheEnvironmentIsNamedInTheRefusal) {
+  ScopedEnv quota("SYNCLINE_STORE_MAX_BYTES", "3000");
+  auto options = JobStoreOptions("127.0.0.1", 0, 4, "");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->max_store_bytes, 3000u);
+  auto server = *TcpStoreServer::Start(*options);
+  auto store = *ConnectTcpStore({.host = "127.0.0.1", .port = server->port()});
+  ASSERT_TRUE(store->Set("small", std::string(1000, 's')).ok());
+  absl::Status refused = store->Set("large", std::string(4000, 'l'));
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("SYNCLINE_STORE_MAX_BYTES"));
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("3000-byte limit"));
+  EXPECT_EQ(*store->Get("small", absl::Seconds(5)), std::string(1000, 's'));
+  EXPECT_EQ(*store->Check({"large"}), std::vector<bool>{false}) << "a refused write left a key";
+  ExpectServes(server->port());
+}
+
+TEST(TcpStoreLimits, AQuotaThatIsNoPositiveNumberIsRefusedNamingTheVariable) {
+  for (const char* bad : {"0", "-4096", "lots", "1.5e9", "12abc"}) {
+    ScopedEnv quota("SYNCLINE_STORE_MAX_BYTES", bad);
+    auto options = JobStoreOptions("127.0.0.1", 0, 4, "");
+    ASSERT_FALSE(options.ok()) << bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(options.status())) << options.status();
+    EXPECT_THAT(std::string(options.status().message()),
+                ::testing::HasSubstr(absl::StrCat("SYNCLINE_STORE_MAX_BYTES=", bad)));
+  }
 }
 
 // 2,000 GETs parked on distinct keys, then 2,000 SETs: each GET gets its value.

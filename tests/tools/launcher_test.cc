@@ -127,6 +127,18 @@ TEST(LauncherTest, PortInUseIsAClearError) {
   EXPECT_THAT(r.output, Not(HasSubstr("should-not-run")));
 }
 
+// The store's quota comes from SYNCLINE_STORE_MAX_BYTES; a value that is no
+// positive number is a bad option, named before anything starts.
+TEST(LauncherTest, AStoreQuotaThatIsNoPositiveNumberIsRefused) {
+  for (const char* bad : {"0", "lots"}) {
+    CommandResult r = RunLauncher("-n 2", "echo should-not-run",
+                                  absl::StrCat("OMP_NUM_THREADS=1 SYNCLINE_STORE_MAX_BYTES=", bad));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat("SYNCLINE_STORE_MAX_BYTES=", bad)));
+    EXPECT_THAT(r.output, Not(HasSubstr("should-not-run")));
+  }
+}
+
 // Removes every variable the launcher could take a job id from.
 constexpr char kNoJobIdEnv[] =
     "env -u SYNCLINE_JOB_ID -u TORCHELASTIC_RUN_ID -u SLURM_JOB_ID -u SLURM_STEP_ID "

@@ -152,12 +152,10 @@ absl::Status Launcher::HostStore() {
   // The server's thread must not take our signals: it would be interrupted
   // (EINTR) and the main thread's poll would not wake up.
   ScopedBlockLauncherSignals block;
-  TcpStoreServerOptions server_options;
-  server_options.host = options_.master_addr;
-  server_options.port = options_.master_port;
-  server_options.token = store_token_;
-  server_options.max_connections =
-      StoreMaxConnectionsFor(options_.nnodes * options_.nproc_per_node);
+  SL_ASSIGN_OR_RETURN(TcpStoreServerOptions server_options,
+                      JobStoreOptions(options_.master_addr, options_.master_port,
+                                      options_.nnodes * options_.nproc_per_node,
+                                      store_token_));
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
       TcpStoreServer::Start(server_options);
   if (!server.ok()) return server.status();
@@ -218,7 +216,8 @@ int Launcher::Run() {
   store_token_ = *std::move(token);
   if (absl::Status s = HostStore(); !s.ok()) {
     Say(absl::StrCat("cannot host the rendezvous store: ", s.message()));
-    return kExitStoreFailed;
+    // A malformed SYNCLINE_STORE_MAX_BYTES is a bad option, not a failure.
+    return absl::IsInvalidArgument(s) ? kExitUsage : kExitStoreFailed;
   }
   if (absl::StatusOr<absl::Duration> t = EnvSeconds("SYNCLINE_TIMEOUT"); t.ok()) {
     timeout_ = *t;

@@ -26,8 +26,8 @@
 // Exit status: 0 when every worker of the last generation exited 0; the root
 // cause's exit code (or 128 + signal) after a failure; 128 + signal when the
 // launcher itself was interrupted; 1 when the store cannot be hosted; 2 for
-// bad options (or a multi-node job without a store token); 127 when the
-// program cannot be started.
+// bad options (or a multi-node job without a store token, or a malformed
+// SYNCLINE_STORE_MAX_BYTES); 127 when the program cannot be started.
 //
 // Example:
 //   LaunchOptions o;
