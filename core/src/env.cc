@@ -61,6 +61,10 @@ const std::vector<EnvOption>& EnvOptions() {
        "serves it (rank 0, or syncline-run on node 0); a write beyond it gets "
        "an error naming this variable, and nothing stored is lost. A whole "
        "number of at least 1."},
+      {"SYNCLINE_NODE_CHECKED_IN", "0",
+       "1 when syncline-run checked this worker's rank in, once for its whole "
+       "node, before starting it; the worker then skips its own rendezvous "
+       "check-in. Set by syncline-run."},
       {"SYNCLINE_RESTART_COUNT", "0",
        "How many times syncline-run restarted the workers."},
       {"SYNCLINE_SOCKET_IFNAME", "",

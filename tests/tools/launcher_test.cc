@@ -25,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher_test_util.h"
+#include "syncline/rendezvous.h"
 #include "syncline/tcp_store.h"
 
 namespace syncline::testing {
@@ -596,6 +597,82 @@ TEST(LauncherTest, RestartsAllNodesTogether) {
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_THAT(r.output, HasSubstr(absl::StrCat("[rank ", rank, "] gen=1 rank=", rank)));
   }
+}
+
+// The worker of EachNodeChecksInOnceForItsRanks (this test binary, re-run
+// under syncline-run): it meets through ConnectRendezvousStore as any
+// program would, prints its pid and who claimed each rank's key (the pid in
+// the check-in record "v1|rank|world|pid|..."), and rank 0 then plays a rank
+// of another job that reaches the same store and prints how it was received.
+void CheckInWorker() {
+  absl::StatusOr<RendezvousInfo> info = ResolveRendezvous(-1, -1);
+  ASSERT_TRUE(info.ok()) << info.status();
+  absl::StatusOr<std::shared_ptr<Store>> store =
+      ConnectRendezvousStore(*info, absl::Seconds(60));
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::printf("worker pid=%d\n", static_cast<int>(getpid()));
+  for (int r = 0; r < info->world_size; ++r) {
+    absl::StatusOr<std::string> record =
+        (*store)->Get(absl::StrCat("rdzv/rank/", r), absl::Seconds(10));
+    ASSERT_TRUE(record.ok()) << record.status();
+    std::vector<std::string> fields = absl::StrSplit(*record, '|');
+    ASSERT_GE(fields.size(), 4u) << *record;
+    std::printf("claim %d pid=%s\n", r, fields[3].c_str());
+  }
+  std::printf("arrived=%lld\n", static_cast<long long>(*(*store)->Add("rdzv/arrived", 0)));
+  if (info->rank == 0) {
+    RendezvousInfo intruder = *info;
+    intruder.rank = 1;
+    intruder.node_checked_in = false;
+    intruder.job_id = "another-job";
+    intruder.job_id_source = "SYNCLINE_JOB_ID";
+    absl::Status refused =
+        ConnectRendezvousStore(intruder, absl::Seconds(20)).status();
+    std::printf("intruder: %s\n", refused.ToString().c_str());
+  }
+  std::fflush(stdout);
+}
+
+// syncline-run checks in once per node, for its node's ranks: in a job of 2
+// nodes of 2 ranks, the keys of ranks 0-1 were claimed by one process and
+// those of ranks 2-3 by another, neither of them a worker, and the arrival
+// counter counts all 4 ranks. A rank of another job that reaches the store
+// is still refused, naming both jobs.
+TEST(LauncherTest, EachNodeChecksInOnceForItsRanksAndAnotherJobIsStillRefused) {
+  if (getenv("SYNCLINE_TEST_CHECK_IN_WORKER") != nullptr) return CheckInWorker();
+  char self[4096];
+  ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  ASSERT_GT(len, 0);
+  self[len] = '\0';
+  CommandResult r = RunTwoNodes(
+      "", absl::StrCat("env SYNCLINE_TEST_CHECK_IN_WORKER=1 ", self,
+                       " --gtest_filter=LauncherTest."
+                       "EachNodeChecksInOnceForItsRanksAndAnotherJobIsStillRefused"));
+  ASSERT_THAT(r.output, HasSubstr("status=0,0"));
+  std::vector<std::string> workers;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::string prefix = absl::StrCat("[rank ", rank, "] ");
+    std::vector<std::string> pid = LinesWithPrefix(r.output, prefix + "worker pid=");
+    ASSERT_EQ(pid.size(), 1u) << r.output;
+    workers.push_back(pid[0]);
+    EXPECT_THAT(r.output, HasSubstr(prefix + "arrived=4"));
+  }
+  // Every rank reads the same claims: one claimer per node.
+  std::vector<std::string> claimer;
+  for (int claimed = 0; claimed < 4; ++claimed) {
+    std::vector<std::string> seen =
+        LinesWithPrefix(r.output, absl::StrCat("[rank 0] claim ", claimed, " pid="));
+    ASSERT_EQ(seen.size(), 1u) << r.output;
+    claimer.push_back(seen[0]);
+    EXPECT_THAT(workers, Not(::testing::Contains(seen[0])))
+        << "rank " << claimed << " was checked in by a worker, not its launcher";
+  }
+  EXPECT_EQ(claimer[0], claimer[1]) << "node 0's ranks were checked in separately";
+  EXPECT_EQ(claimer[2], claimer[3]) << "node 1's ranks were checked in separately";
+  EXPECT_NE(claimer[0], claimer[2]) << "one process checked in both nodes";
+  EXPECT_THAT(r.output, HasSubstr("[rank 0] intruder: FAILED_PRECONDITION"));
+  EXPECT_THAT(r.output, HasSubstr("belongs to another job"));
+  EXPECT_THAT(r.output, HasSubstr("Two jobs share MASTER_ADDR:MASTER_PORT"));
 }
 
 }  // namespace

@@ -10,6 +10,11 @@
 // launchers of all nodes keep in step through that store (node_group.h): a
 // failure on one node stops every node, and restarts begin together.
 //
+// Before each generation's workers start, the node's launcher checks in for
+// its local ranks, once (node_check_in.h), and the workers, told so by
+// SYNCLINE_NODE_CHECKED_IN=1, skip their own check-in: the store sees nodes,
+// not ranks.
+//
 // Every worker gets the job's identity as SYNCLINE_JOB_ID, so that the
 // rendezvous check-in refuses ranks of another job that reach the same
 // store: --job-id, else the launcher's own SYNCLINE_JOB_ID,
