@@ -461,24 +461,49 @@ TEST(LauncherTest, WorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
   EXPECT_THAT(r.output, HasSubstr("killed by SIGKILL"));
 }
 
+// Runs `launcher_command` in the background with its output in <dir>/out,
+// waits (up to 10 s) until `count` lines of that output hold `text`, then
+// sends SIGTERM to the launcher only (not its process group). The output is
+// "launcher-exit=<status>" followed by the launcher's.
+CommandResult StopLauncherOncePrinted(const std::string& dir,
+                                      const std::string& launcher_command,
+                                      const std::string& text, int count) {
+  return RunCommand(absl::StrCat(
+      launcher_command, " > ", dir, "/out 2>&1 & pid=$!\n",
+      "for i in $(seq 200); do [ \"$(grep -c ", ShellQuote(text), " ", dir, "/out)\" -ge ",
+      count, " ] && break; sleep 0.05; done\n",
+      "kill -TERM $pid; wait $pid; echo \"launcher-exit=$?\"; cat ", dir, "/out"));
+}
+
 TEST(LauncherTest, SigtermIsForwardedToTheWorkers) {
   std::string dir = MakeTempDir();
   std::string worker = WriteScript(dir, "worker.sh",
                                    "trap 'echo \"got-term-$RANK\"; exit 0' TERM\n"
                                    "echo ready\n"
                                    "while :; do sleep 0.1; done");
-  // Wait until both workers have installed their trap, then signal the
-  // launcher only (not its process group).
-  std::string script = absl::StrCat(
-      "OMP_NUM_THREADS=1 ", Launcher(), " -n 2 -- ", worker, " > ", dir,
-      "/out 2>&1 & pid=$!\n", "for i in $(seq 200); do [ \"$(grep -c ready ", dir,
-      "/out)\" -ge 2 ] && break; sleep 0.05; done\n",
-      "kill -TERM $pid; wait $pid; echo \"launcher-exit=$?\"; cat ", dir, "/out");
-  CommandResult r = RunCommand(script);
+  // Wait until both workers have installed their trap.
+  CommandResult r = StopLauncherOncePrinted(
+      dir, absl::StrCat("OMP_NUM_THREADS=1 ", Launcher(), " -n 2 -- ", worker), "ready", 2);
   EXPECT_THAT(r.output, HasSubstr("launcher-exit=143"));
   EXPECT_THAT(r.output, HasSubstr("[rank 0] got-term-0"));
   EXPECT_THAT(r.output, HasSubstr("[rank 1] got-term-1"));
   EXPECT_LT(r.seconds, 15) << r.output;
+}
+
+// A launcher stopped while its node waits for the others to check in ends
+// at once, and starts no worker.
+TEST(LauncherTest, SigtermWhileTheNodesCheckInEndsTheLauncherAtOnce) {
+  std::string dir = MakeTempDir();
+  // Node 1 never comes, so node 0 waits in its check-in for SYNCLINE_TIMEOUT.
+  CommandResult r = StopLauncherOncePrinted(
+      dir,
+      absl::StrCat(TokenEnv(), "OMP_NUM_THREADS=1 SYNCLINE_TIMEOUT=120 ", Launcher(),
+                   " -n 2 --nnodes 2 --node-rank 0 -- sh -c 'echo worker-started'"),
+      "store at", 1);
+  EXPECT_THAT(r.output, HasSubstr("launcher-exit=143"));
+  EXPECT_THAT(r.output, HasSubstr("stopped before the workers started"));
+  EXPECT_THAT(r.output, Not(HasSubstr("] worker-started")));
+  EXPECT_LT(r.seconds, 60) << r.output;
 }
 
 TEST(LauncherTest, RestartsAfterAFailureInTheFirstGeneration) {
