@@ -188,9 +188,10 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
   std::string where = absl::StrCat(info.master_addr, ":", info.master_port);
   std::unique_ptr<TcpStoreServer> server;
   if (info.rank == 0 && !info.store_hosted) {
-    SL_ASSIGN_OR_RETURN(TcpStoreServerOptions options,
-                        JobStoreOptions(info.master_addr, info.master_port, info.world_size,
-                                        EnvString("SYNCLINE_STORE_TOKEN")));
+    SL_ASSIGN_OR_RETURN(
+        TcpStoreServerOptions options,
+        JobStoreOptions(info.master_addr, info.master_port, info.world_size,
+                        EnvString("SYNCLINE_STORE_TOKEN")));
     SL_ASSIGN_OR_RETURN(server, TcpStoreServer::Start(options));
   }
   SL_ASSIGN_OR_RETURN(
@@ -215,7 +216,8 @@ absl::Status RendezvousCheckIn(Store& store, const RendezvousInfo& info,
 
 absl::Status AbandonRendezvousCheckIn(Store& store, const absl::Status& reason) {
   if (reason.ok()) {
-    return absl::InvalidArgumentError("a check-in is abandoned for a reason, not with OK");
+    return absl::InvalidArgumentError(
+        "a check-in is abandoned for a reason, not with OK");
   }
   return internal::Abandon(store, reason);
 }

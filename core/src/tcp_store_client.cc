@@ -102,8 +102,8 @@ enum class AttemptEnd {
 
 // One connection attempt: connect, then handshake; `end` says whether to
 // try again when it fails.
-absl::StatusOr<Socket> ConnectOnce(const TcpStoreClientOptions& o,
-                                   absl::Time deadline, AttemptEnd* end) {
+absl::StatusOr<Socket> ConnectOnce(const TcpStoreClientOptions& o, absl::Time deadline,
+                                   AttemptEnd* end) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -165,7 +165,8 @@ absl::StatusOr<Socket> ConnectOnce(const TcpStoreClientOptions& o,
           magic, version, kStoreMagic, kStoreProtocolVersion));
     } else {
       *end = absl::IsDeadlineExceeded(read) ? AttemptEnd::kSilent : AttemptEnd::kRetry;
-      last = absl::Status(read.code(), absl::StrCat("the handshake failed: ", read.message()));
+      last = absl::Status(read.code(),
+                          absl::StrCat("the handshake failed: ", read.message()));
     }
   }
   ::freeaddrinfo(res);
@@ -391,12 +392,13 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectTcpStore(
     }
     // Half to all of the backoff, so that thousands of clients that an
     // overloaded store dropped together do not all come back together.
-    absl::Duration pause = backoff * std::uniform_real_distribution<double>(0.5, 1.0)(jitter);
+    absl::Duration pause =
+        backoff * std::uniform_real_distribution<double>(0.5, 1.0)(jitter);
     absl::SleepFor(std::min(pause, left));
     backoff = std::min(backoff * 2, absl::Milliseconds(500));
   }
-  const std::string waited = absl::FormatDuration(
-      absl::Trunc(absl::Now() - start, absl::Milliseconds(1)));
+  const std::string waited =
+      absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1)));
   if (end == AttemptEnd::kSilent) {
     return absl::UnavailableError(absl::StrFormat(
         "could not reach the Syncline store at %s:%d after %s: %d connection(s) there "

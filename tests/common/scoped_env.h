@@ -19,7 +19,9 @@ class ScopedEnv {
     if (had_) old_ = old;
     ::setenv(name, value, 1);
   }
-  ~ScopedEnv() { had_ ? (void)::setenv(name_, old_.c_str(), 1) : (void)::unsetenv(name_); }
+  ~ScopedEnv() {
+    had_ ? (void)::setenv(name_, old_.c_str(), 1) : (void)::unsetenv(name_);
+  }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 

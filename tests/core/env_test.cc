@@ -1,4 +1,6 @@
 // env_test.cc: the option table is complete and matches the README.
+#include "syncline/env.h"
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -7,7 +9,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "syncline/communicator.h"
-#include "syncline/env.h"
 #include "syncline/store.h"
 
 namespace syncline {

@@ -245,9 +245,11 @@ TEST(RendezvousScale, AnAbandonedCheckInReleasesEveryWaitingRankWithTheReason) {
   }
   // Both leaders have arrived (4 of 6 ranks) and wait for the verdict.
   ASSERT_TRUE(shared->Wait({"rdzv/rank/0", "rdzv/rank/3"}, absl::Seconds(60)).ok());
-  EXPECT_TRUE(absl::IsInvalidArgument(AbandonRendezvousCheckIn(*shared, absl::OkStatus())));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(AbandonRendezvousCheckIn(*shared, absl::OkStatus())));
   ASSERT_TRUE(
-      AbandonRendezvousCheckIn(*shared, absl::AbortedError("node 2 failed: cannot run x")).ok());
+      AbandonRendezvousCheckIn(*shared, absl::AbortedError("node 2 failed: cannot run x"))
+          .ok());
   for (auto& t : threads) t.join();
   for (const absl::Status& s : statuses) {
     EXPECT_TRUE(absl::IsAborted(s)) << s;

@@ -1,4 +1,6 @@
 // rendezvous_test.cc: rank discovery and the check-in, with every bad input.
+#include "syncline/rendezvous.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,7 +15,6 @@
 #include "common/scoped_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "syncline/rendezvous.h"
 #include "syncline/tcp_store.h"
 
 namespace syncline {
@@ -325,7 +326,8 @@ TEST(Rendezvous, RankZeroHoldsItsStoreToSynclineStoreMaxBytes) {
   absl::StatusOr<std::shared_ptr<Store>> stores[2];
   std::thread ranks[2];
   for (int r = 0; r < 2; ++r) {
-    ranks[r] = std::thread([&, r] { stores[r] = ConnectRendezvousStore(info(r), absl::Seconds(30)); });
+    ranks[r] = std::thread(
+        [&, r] { stores[r] = ConnectRendezvousStore(info(r), absl::Seconds(30)); });
   }
   for (auto& t : ranks) t.join();
   ASSERT_TRUE(stores[0].ok()) << stores[0].status();

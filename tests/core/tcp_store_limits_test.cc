@@ -163,9 +163,11 @@ class ForkedServer {
     while (dirent* e = ::readdir(tasks)) {
       if (e->d_name[0] == '.') continue;
       std::ifstream stat(absl::StrCat(dir, "/", e->d_name, "/stat"));
-      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      std::string text((std::istreambuf_iterator<char>(stat)),
+                       std::istreambuf_iterator<char>());
       size_t paren = text.rfind(')');
-      if (paren == std::string::npos || paren + 2 >= text.size() || text[paren + 2] != 'T') {
+      if (paren == std::string::npos || paren + 2 >= text.size() ||
+          text[paren + 2] != 'T') {
         stopped = false;
       }
     }
@@ -350,7 +352,8 @@ TEST(TcpStoreLimits, AHandshakeThatTimesOutOnAStalledStoreIsRetried) {
   });
   // Two connections queued: the first attempt timed out and a second began.
   absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while (AcceptQueueLength(server.port()) < 2 && !client_returned && absl::Now() < give_up) {
+  while (AcceptQueueLength(server.port()) < 2 && !client_returned &&
+         absl::Now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_GE(AcceptQueueLength(server.port()), 2) << "the client did not try again";
@@ -382,10 +385,12 @@ TEST(TcpStoreLimits, QuotaFromTheEnvironmentIsNamedInTheRefusal) {
   ASSERT_TRUE(store->Set("small", std::string(1000, 's')).ok());
   absl::Status refused = store->Set("large", std::string(4000, 'l'));
   EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
-  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("SYNCLINE_STORE_MAX_BYTES"));
+  EXPECT_THAT(std::string(refused.message()),
+              ::testing::HasSubstr("SYNCLINE_STORE_MAX_BYTES"));
   EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("3000-byte limit"));
   EXPECT_EQ(*store->Get("small", absl::Seconds(5)), std::string(1000, 's'));
-  EXPECT_EQ(*store->Check({"large"}), std::vector<bool>{false}) << "a refused write left a key";
+  EXPECT_EQ(*store->Check({"large"}), std::vector<bool>{false})
+      << "a refused write left a key";
   ExpectServes(server->port());
 }
 

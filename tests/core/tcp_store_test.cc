@@ -201,7 +201,8 @@ TEST(TcpStoreClient, AnsweringForeignListenerIsFinalSilentOneIsRetried) {
     if (silent) {
       // No answer at all may be a store too loaded to answer yet: retried
       // until the timeout, then both possibilities are named.
-      EXPECT_THAT(message, ::testing::HasSubstr("did not complete the Syncline store handshake"));
+      EXPECT_THAT(message,
+                  ::testing::HasSubstr("did not complete the Syncline store handshake"));
       EXPECT_THAT(message, ::testing::HasSubstr("the store is overloaded"));
       EXPECT_THAT(message, ::testing::HasSubstr("is not a Syncline store"));
       EXPECT_GE(took, absl::Seconds(2)) << "given up before the connect timeout";

@@ -132,8 +132,9 @@ TEST(LauncherTest, PortInUseIsAClearError) {
 // positive number is a bad option, named before anything starts.
 TEST(LauncherTest, AStoreQuotaThatIsNoPositiveNumberIsRefused) {
   for (const char* bad : {"0", "lots"}) {
-    CommandResult r = RunLauncher("-n 2", "echo should-not-run",
-                                  absl::StrCat("OMP_NUM_THREADS=1 SYNCLINE_STORE_MAX_BYTES=", bad));
+    CommandResult r =
+        RunLauncher("-n 2", "echo should-not-run",
+                    absl::StrCat("OMP_NUM_THREADS=1 SYNCLINE_STORE_MAX_BYTES=", bad));
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_THAT(r.output, HasSubstr(absl::StrCat("SYNCLINE_STORE_MAX_BYTES=", bad)));
     EXPECT_THAT(r.output, Not(HasSubstr("should-not-run")));
@@ -470,8 +471,8 @@ CommandResult StopLauncherOncePrinted(const std::string& dir,
                                       const std::string& text, int count) {
   return RunCommand(absl::StrCat(
       launcher_command, " > ", dir, "/out 2>&1 & pid=$!\n",
-      "for i in $(seq 200); do [ \"$(grep -c ", ShellQuote(text), " ", dir, "/out)\" -ge ",
-      count, " ] && break; sleep 0.05; done\n",
+      "for i in $(seq 200); do [ \"$(grep -c ", ShellQuote(text), " ", dir,
+      "/out)\" -ge ", count, " ] && break; sleep 0.05; done\n",
       "kill -TERM $pid; wait $pid; echo \"launcher-exit=$?\"; cat ", dir, "/out"));
 }
 
@@ -483,7 +484,8 @@ TEST(LauncherTest, SigtermIsForwardedToTheWorkers) {
                                    "while :; do sleep 0.1; done");
   // Wait until both workers have installed their trap.
   CommandResult r = StopLauncherOncePrinted(
-      dir, absl::StrCat("OMP_NUM_THREADS=1 ", Launcher(), " -n 2 -- ", worker), "ready", 2);
+      dir, absl::StrCat("OMP_NUM_THREADS=1 ", Launcher(), " -n 2 -- ", worker), "ready",
+      2);
   EXPECT_THAT(r.output, HasSubstr("launcher-exit=143"));
   EXPECT_THAT(r.output, HasSubstr("[rank 0] got-term-0"));
   EXPECT_THAT(r.output, HasSubstr("[rank 1] got-term-1"));
@@ -644,15 +646,15 @@ void CheckInWorker() {
     ASSERT_GE(fields.size(), 4u) << *record;
     std::printf("claim %d pid=%s\n", r, fields[3].c_str());
   }
-  std::printf("arrived=%lld\n", static_cast<long long>(*(*store)->Add("rdzv/arrived", 0)));
+  std::printf("arrived=%lld\n",
+              static_cast<long long>(*(*store)->Add("rdzv/arrived", 0)));
   if (info->rank == 0) {
     RendezvousInfo intruder = *info;
     intruder.rank = 1;
     intruder.node_checked_in = false;
     intruder.job_id = "another-job";
     intruder.job_id_source = "SYNCLINE_JOB_ID";
-    absl::Status refused =
-        ConnectRendezvousStore(intruder, absl::Seconds(20)).status();
+    absl::Status refused = ConnectRendezvousStore(intruder, absl::Seconds(20)).status();
     std::printf("intruder: %s\n", refused.ToString().c_str());
   }
   std::fflush(stdout);

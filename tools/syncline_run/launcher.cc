@@ -157,10 +157,10 @@ absl::Status Launcher::HostStore() {
   // The server's thread must not take our signals: it would be interrupted
   // (EINTR) and the main thread's poll would not wake up.
   ScopedBlockLauncherSignals block;
-  SL_ASSIGN_OR_RETURN(TcpStoreServerOptions server_options,
-                      JobStoreOptions(options_.master_addr, options_.master_port,
-                                      options_.nnodes * options_.nproc_per_node,
-                                      store_token_));
+  SL_ASSIGN_OR_RETURN(
+      TcpStoreServerOptions server_options,
+      JobStoreOptions(options_.master_addr, options_.master_port,
+                      options_.nnodes * options_.nproc_per_node, store_token_));
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
       TcpStoreServer::Start(server_options);
   if (!server.ok()) return server.status();
@@ -307,16 +307,17 @@ int Launcher::MeetAsANode(int generation) {
   if (met.remote_failure) {
     WriteAll(STDERR_FILENO,
              FormatFailureSummary(generation, start, {},
-                                  absl::StrCat("on node ", met.remote_failure->node_rank, ", ",
-                                               met.remote_failure->reason)));
+                                  absl::StrCat("on node ", met.remote_failure->node_rank,
+                                               ", ", met.remote_failure->reason)));
     return met.remote_failure->exit_status != 0 ? met.remote_failure->exit_status
                                                 : kExitStoreFailed;
   }
-  Say(absl::StrCat("the job did not meet, so no worker was started: ", met.status.message()));
+  Say(absl::StrCat("the job did not meet, so no worker was started: ",
+                   met.status.message()));
   if (group_ != nullptr) {
-    group_->ReportFailure(generation,
-                          {options_.node_rank, kExitStoreFailed,
-                           absl::StrCat("its launcher's check-in failed: ", met.status.message())});
+    group_->ReportFailure(generation, {options_.node_rank, kExitStoreFailed,
+                                       absl::StrCat("its launcher's check-in failed: ",
+                                                    met.status.message())});
   }
   return kExitStoreFailed;
 }

@@ -34,7 +34,8 @@ std::string ReasonToAbandon(const NodeCheckInConfig& c, bool signalled,
     }
   }
   if (c.group == nullptr) return "";
-  absl::StatusOr<std::optional<NodeFailure>> remote = c.group->RemoteFailure(c.generation);
+  absl::StatusOr<std::optional<NodeFailure>> remote =
+      c.group->RemoteFailure(c.generation);
   if (!remote.ok() || !remote->has_value()) return "";
   result->remote_failure = **remote;
   return absl::StrCat("node ", (*remote)->node_rank,
@@ -45,8 +46,10 @@ std::string ReasonToAbandon(const NodeCheckInConfig& c, bool signalled,
 
 NodeCheckInResult CheckInNode(const NodeCheckInConfig& c) {
   NodeCheckInResult result;
-  TcpStoreClientOptions client{.host = c.master_addr, .port = c.port,
-                               .connect_timeout = c.timeout, .token = c.token};
+  TcpStoreClientOptions client{.host = c.master_addr,
+                               .port = c.port,
+                               .connect_timeout = c.timeout,
+                               .token = c.token};
   // Two connections: the helper's blocks in the check-in, and this thread's
   // can still end it.
   absl::StatusOr<std::shared_ptr<Store>> waiting = ConnectTcpStore(client);
@@ -79,15 +82,16 @@ NodeCheckInResult CheckInNode(const NodeCheckInConfig& c) {
     (void)!::write(wake[1], &done, 1);
   });
   for (bool abandoned = false;;) {
-    pollfd fds[2] = {{wake[0], POLLIN, 0}, {c.signals != nullptr ? c.signals->fd() : -1, POLLIN, 0}};
+    pollfd fds[2] = {{wake[0], POLLIN, 0},
+                     {c.signals != nullptr ? c.signals->fd() : -1, POLLIN, 0}};
     int n = ::poll(fds, 2, c.group != nullptr ? kGroupCheckMs : -1);
     if (n > 0 && (fds[0].revents & POLLIN)) break;
     if (abandoned) continue;
     std::string why = ReasonToAbandon(c, n > 0 && (fds[1].revents & POLLIN), &result);
     if (why.empty()) continue;
     abandoned = true;
-    absl::Status published =
-        AbandonRendezvousCheckIn(*MakePrefixStore(prefix, *control), absl::AbortedError(why));
+    absl::Status published = AbandonRendezvousCheckIn(*MakePrefixStore(prefix, *control),
+                                                      absl::AbortedError(why));
     if (!published.ok()) {
       Say(absl::StrCat("could not tell the other nodes that the job cannot meet: ",
                        published.message()));

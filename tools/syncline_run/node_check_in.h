@@ -47,8 +47,8 @@ struct NodeCheckInConfig {
   std::string job_id;
   std::string job_id_source;
   absl::Duration timeout = absl::Seconds(300);  // SYNCLINE_TIMEOUT
-  SignalPipe* signals = nullptr;  // not owned
-  NodeGroup* group = nullptr;     // not owned; null on one node
+  SignalPipe* signals = nullptr;                // not owned
+  NodeGroup* group = nullptr;                   // not owned; null on one node
 };
 
 struct NodeCheckInResult {

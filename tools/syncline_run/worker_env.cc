@@ -77,7 +77,8 @@ std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base,
   env.push_back(absl::StrCat("MASTER_ADDR=", o.master_addr));
   env.push_back(absl::StrCat("MASTER_PORT=", o.master_port));
   env.push_back("SYNCLINE_STORE_HOSTED=1");
-  env.push_back(absl::StrCat("SYNCLINE_STORE_PREFIX=", GenerationPrefix(o.restart_count)));
+  env.push_back(
+      absl::StrCat("SYNCLINE_STORE_PREFIX=", GenerationPrefix(o.restart_count)));
   env.push_back(absl::StrCat("SYNCLINE_RESTART_COUNT=", o.restart_count));
   if (!o.job_id.empty()) env.push_back(absl::StrCat("SYNCLINE_JOB_ID=", o.job_id));
   if (!o.store_token.empty()) {
@@ -90,7 +91,9 @@ std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base,
   return env;
 }
 
-std::string GenerationPrefix(int generation) { return absl::StrCat("gen", generation, "/"); }
+std::string GenerationPrefix(int generation) {
+  return absl::StrCat("gen", generation, "/");
+}
 
 int UsableCores() {
   cpu_set_t set;
