@@ -4,6 +4,7 @@ add_executable(syncline-run
   syncline_run/launcher.cc
   syncline_run/generation.cc
   syncline_run/node_group.cc
+  syncline_run/node_check_in.cc
   syncline_run/worker.cc
   syncline_run/worker_env.cc
   syncline_run/output.cc

@@ -5,7 +5,8 @@ Counts (from the code, per rank):
   check-in, flat          5 requests (rank 0's record, claim, arrive, verdict;
                           rank 0 also reads the event list), ~100 bytes read
   check-in, node leader   4 + k requests per node of k ranks (one connection,
-                          one waiter); the ranks themselves do not check in
+                          one waiter): syncline-run's launcher; its ranks then
+                          only connect (SYNCLINE_NODE_CHECKED_IN=1)
   UCX bootstrap, eager    1 set + N-1 gets of a ~121-byte record (measured:
                           3,751 bytes for 31 records) -- before lazy connect
   UCX bootstrap, lazy     create: 5 requests + 2 gets (the hello's ring
@@ -29,7 +30,10 @@ clients and server sharing the machine. Bytes cost the server at an assumed
 1 GB/s (one TCP stream; stated, not measured). Startup estimate (store-bound,
 one server thread): N * requests * c_req + bytes / 1 GB/s + a few round trips.
 
-Usage: store_scale_model.py --csv bench/results/store_scale.csv [--md out.md]
+Without --csv, the server's cost per request is the assumed C_REQ_ASSUMED
+(stated in the output); the bytes do not depend on it.
+
+Usage: store_scale_model.py [--csv bench/results/store_scale.csv] [--md out.md]
 """
 import argparse
 import csv
@@ -43,6 +47,7 @@ CHECKIN_BYTES = 100     # rank 0's record + the verdict
 STORE_BPS = 1e9         # assumed server throughput for large values
 RTT_S = 100e-6          # assumed datacenter round trip
 K = 8                   # ranks per node
+C_REQ_ASSUMED = 5e-6    # server cost per request when no measurement is given
 
 
 def load(path):
@@ -87,26 +92,31 @@ def per_rank(n):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--csv", required=True)
+    ap.add_argument("--csv", help="bench/store_scale output; calibrates the cost per request")
     ap.add_argument("--md")
     a = ap.parse_args()
-    by = load(a.csv)
     out = []
+    by = load(a.csv) if a.csv else {}
     flat = by.get(("syncline", 1), {})
-    big = [n for n in flat if n >= 1024] or list(flat)
-    cpu_rank = statistics.median(median(flat[n], "server_cpu_s") / n for n in big)
-    c_req = cpu_rank / 6  # 5 requests + the connection
-    out.append("## Calibration (bench/store_scale on this machine)\n")
-    out.append("| series | slope b (us/rank, wall) | a (ms) | server CPU per rank (us) |")
-    out.append("|---|---:|---:|---:|")
-    for (impl, k), pts in sorted(by.items()):
-        a0, b = fit({n: median(r, "total_s") for n, r in pts.items()})
-        cpu = statistics.median(median(pts[n], "server_cpu_s") / n for n in pts)
-        label = impl if k == 1 else "%s, node leaders of %d" % (impl, k)
-        out.append("| %s | %.1f | %.1f | %.1f |" % (label, b * 1e6, a0 * 1e3, cpu * 1e6))
-    out.append("\nServer cost per request c_req = %.2f us (flat check-in CPU per rank / 6).\n"
-               % (c_req * 1e6))
-    out.append("## Per rank and in all, at 10k and 100k ranks\n")
+    if flat:
+        big = [n for n in flat if n >= 1024] or list(flat)
+        cpu_rank = statistics.median(median(flat[n], "server_cpu_s") / n for n in big)
+        c_req = cpu_rank / 6  # 5 requests + the connection
+        out.append("## Calibration (bench/store_scale on this machine)\n")
+        out.append("| series | slope b (us/rank, wall) | a (ms) | server CPU per rank (us) |")
+        out.append("|---|---:|---:|---:|")
+        for (impl, k), pts in sorted(by.items()):
+            a0, b = fit({n: median(r, "total_s") for n, r in pts.items()})
+            cpu = statistics.median(median(pts[n], "server_cpu_s") / n for n in pts)
+            label = impl if k == 1 else "%s, node leaders of %d" % (impl, k)
+            out.append("| %s | %.1f | %.1f | %.1f |" % (label, b * 1e6, a0 * 1e3, cpu * 1e6))
+        out.append("\nServer cost per request c_req = %.2f us (flat check-in CPU per rank / 6).\n"
+                   % (c_req * 1e6))
+    else:
+        c_req = C_REQ_ASSUMED
+        out.append("No measurement given (--csv): c_req = %.1f us per request is assumed; "
+                   "the bytes below do not depend on it.\n" % (c_req * 1e6))
+    out.append("## Bootstrap through the store, per rank and in all, at 10k and 100k ranks\n")
     out.append("| part | N | requests/rank | bytes read/rank | total bytes | "
                "store time (s) |")
     out.append("|---|---:|---:|---:|---:|---:|")
@@ -119,20 +129,22 @@ def main():
                 "%.3g" % t if t < 1e6 else "%.1e (infeasible)" % t))
     out.append("\n## Startup estimate (check-in + UCX create, store-bound)\n")
     out.append("Flat: every rank connects (1), checks in (5) and creates its UCX "
-               "communicator (7). Node leaders of %d: one check-in per node (5 + %d, one "
-               "connection); each rank still connects and creates (8).\n" % (K, K))
+               "communicator (7). Under syncline-run, node leaders of %d: one check-in "
+               "per node (1 connection + 4 + %d requests), then each rank connects (1) and "
+               "creates (7).\n" % (K, K))
     out.append("| N | flat (s) | node leaders of %d (s) | saved |" % K)
     out.append("|---:|---:|---:|---:|")
     for n in (1024, 4096, 10_000, 100_000):
         flat_t = n * (1 + 5 + 7) * c_req + 6 * RTT_S
-        leader_t = (n / K) * (1 + 5 + K) * c_req + n * (1 + 7) * c_req + (6 + K) * RTT_S
+        leader_t = (n / K) * (1 + 4 + K) * c_req + n * (1 + 7) * c_req + (6 + K) * RTT_S
         out.append("| %d | %.3f | %.3f | %.0f%% |" % (n, flat_t, leader_t,
                                                    100 * (1 - leader_t / flat_t)))
     # Leaders pay K claims in series (K round trips); flat pays server time.
-    crossover = K * RTT_S / (c_req * (6 - (1 + 5 + K) / K))
-    out.append("\nCrossover: node leaders win once N * c_req * (6 - (6 + k)/k) exceeds "
-               "the k claims' round trips, N > %.0f ranks (k = %d, RTT %.0f us): any "
-               "multi-node job.\n" % (crossover, K, RTT_S * 1e6))
+    saved = 5 - (5 + K) / K
+    crossover = K * RTT_S / (c_req * saved)
+    out.append("\nCrossover: node leaders win once N * c_req * (5 - (5 + k)/k) exceeds "
+               "the k claims' round trips, N > %.0f ranks (k = %d, RTT %.0f us, c_req %.1f "
+               "us): any multi-node job.\n" % (crossover, K, RTT_S * 1e6, c_req * 1e6))
     text = "\n".join(out) + "\n"
     print(text)
     if a.md:

@@ -7,15 +7,19 @@ processes) all start at once against one store on 127.0.0.1 and do:
   syncline     ConnectTcpStore + RendezvousCheckIn: Syncline's real check-in
                (rank 0's record, claim a rank key, one Add, one blocking Get
                of the verdict the last arrival publishes), one thread a rank;
-  syncline-nodes (--per-check-in K) the same with one node leader per K ranks
-               (RendezvousInfo::check_in_ranks): the store sees N/K clients;
+  syncline-nodes (--per-check-in K) as under syncline-run: one node leader
+               per K ranks connects and checks in for all K
+               (RendezvousInfo::check_in_ranks), then its K ranks connect
+               (workers told SYNCLINE_NODE_CHECKED_IN=1 only connect): the
+               store sees N/K check-ins and N + N/K connections;
   torch        torch.distributed.TCPStore client, then the equivalent
                barrier: set(rank key), add(counter), the last arrival sets
                "done", wait(["done"]).
 
 The store server runs in a process of its own. Times are CLOCK_MONOTONIC,
 from the moment every worker is released to the latest rank to finish a
-phase: "connect" (client connected) and "total" (checked in), and the CPU
+phase: "connect" (client connected) and "total" (every rank holds a store
+of a job that has met: checked in, or connected after its node did), and the CPU
 time the store server spent meanwhile (/proc/<pid>/stat). Output: a CSV
 row per run and, with --png, a plot (log-log).
 

@@ -11,11 +11,16 @@
 //                              ranks [F, F+C) of a world of N: print
 //                              "ready", wait for a line on stdin, then each
 //                              thread connects (ConnectTcpStore) and checks
-//                              in (RendezvousCheckIn), K ranks at a time (a
-//                              node leader when K > 1); print
-//                              "done <connected_ns> <checked_in_ns> <errors>"
-//                              with the latest CLOCK_MONOTONIC times of
-//                              either phase, and the first error if any.
+//                              in (RendezvousCheckIn). With K > 1, as under
+//                              syncline-run: one thread per K ranks (the
+//                              node's launcher) connects and checks in for
+//                              all K, and only then do its K ranks connect,
+//                              as workers told SYNCLINE_NODE_CHECKED_IN=1
+//                              do; print "done <connected_ns> <done_ns>
+//                              <errors>" with the latest CLOCK_MONOTONIC
+//                              times of either phase (done: every rank holds
+//                              a store of a job that has met), and the
+//                              first error if any.
 // The clients stay open until every thread is done, as a job's would.
 #include <time.h>
 
@@ -62,45 +67,72 @@ struct Args {
 };
 
 int RunRanks(const Args& a) {
-  const int threads = a.count / a.per_check_in;
+  const int k = a.per_check_in;
+  const int nodes = a.count / k;
   const absl::Duration timeout = absl::Seconds(600);
+  const syncline::TcpStoreClientOptions client_options{
+      .host = "127.0.0.1", .port = a.port, .connect_timeout = timeout};
   absl::Notification go;
-  std::atomic<int64_t> connected_ns{0}, checked_in_ns{0};
+  std::vector<absl::Notification> met(nodes);  // a node's check-in is over
+  std::vector<absl::Status> node_status(nodes);
+  std::atomic<int64_t> connected_ns{0}, done_ns{0};
   std::atomic<int> errors{0};
   std::mutex mu;
   std::string first_error;
-  std::vector<std::shared_ptr<syncline::Store>> clients(threads);
+  std::vector<std::shared_ptr<syncline::Store>> clients(a.count + nodes);
   auto latest = [](std::atomic<int64_t>& at, int64_t t) {
     int64_t seen = at.load();
     while (t > seen && !at.compare_exchange_weak(seen, t)) {
     }
   };
+  auto fail = [&](const absl::Status& status) {
+    errors.fetch_add(1);
+    std::lock_guard<std::mutex> lock(mu);
+    if (first_error.empty()) first_error = std::string(status.message());
+  };
+  // Checks in `count` ranks from `rank` on a connection of its own; `slot`
+  // keeps that connection open until every thread is done.
+  auto check_in = [&](int rank, int count, int slot) -> absl::Status {
+    syncline::RendezvousInfo info;
+    info.rank = rank;
+    info.world_size = a.world;
+    info.check_in_ranks = count;
+    info.job_id = "store-scale";
+    info.job_id_source = "bench";
+    auto client = syncline::ConnectTcpStore(client_options);
+    latest(connected_ns, MonotonicNs());
+    if (!client.ok()) return client.status();
+    clients[slot] = *client;
+    return syncline::RendezvousCheckIn(**client, info, timeout);
+  };
   std::vector<std::thread> pool;
-  for (int i = 0; i < threads; ++i) {
+  if (k > 1) {
+    for (int n = 0; n < nodes; ++n) {  // the launchers
+      pool.emplace_back([&, n] {
+        go.WaitForNotification();
+        node_status[n] = check_in(a.first + n * k, k, a.count + n);
+        met[n].Notify();
+      });
+    }
+  }
+  for (int i = 0; i < a.count; ++i) {
     pool.emplace_back([&, i] {
-      syncline::RendezvousInfo info;
-      info.rank = a.first + i * a.per_check_in;
-      info.world_size = a.world;
-      info.check_in_ranks = a.per_check_in;
-      info.job_id = "store-scale";
-      info.job_id_source = "bench";
       go.WaitForNotification();
       absl::Status status;
-      auto client = syncline::ConnectTcpStore(
-          {.host = "127.0.0.1", .port = a.port, .connect_timeout = timeout});
-      latest(connected_ns, MonotonicNs());
-      if (client.ok()) {
-        clients[i] = *client;
-        status = syncline::RendezvousCheckIn(**client, info, timeout);
+      if (k == 1) {
+        status = check_in(a.first + i, 1, i);
       } else {
-        status = client.status();
+        met[i / k].WaitForNotification();
+        status = node_status[i / k];
+        if (status.ok()) {  // a worker of a node that has met: connect only
+          auto client = syncline::ConnectTcpStore(client_options);
+          latest(connected_ns, MonotonicNs());
+          status = client.status();
+          if (client.ok()) clients[i] = *client;
+        }
       }
-      latest(checked_in_ns, MonotonicNs());
-      if (!status.ok()) {
-        errors.fetch_add(1);
-        std::lock_guard<std::mutex> lock(mu);
-        if (first_error.empty()) first_error = std::string(status.message());
-      }
+      latest(done_ns, MonotonicNs());
+      if (!status.ok()) fail(status);
     });
   }
   std::printf("ready\n");
@@ -110,7 +142,7 @@ int RunRanks(const Args& a) {
   go.Notify();
   for (auto& t : pool) t.join();
   std::printf("done %lld %lld %d %s\n", static_cast<long long>(connected_ns.load()),
-              static_cast<long long>(checked_in_ns.load()), errors.load(),
+              static_cast<long long>(done_ns.load()), errors.load(),
               first_error.substr(0, 300).c_str());
   std::fflush(stdout);
   return errors.load() == 0 ? 0 : 1;

@@ -56,6 +56,15 @@ const std::vector<EnvOption>& EnvOptions() {
        "it; refusals are logged with the peer address. syncline-run draws a "
        "random one per single-node job; a multi-node job must export the same "
        "value on every node."},
+      {"SYNCLINE_STORE_MAX_BYTES", "1073741824",
+       "Bytes of keys and values the TCP store holds in all, on the host that "
+       "serves it (rank 0, or syncline-run on node 0); a write beyond it gets "
+       "an error naming this variable, and nothing stored is lost. A whole "
+       "number of at least 1."},
+      {"SYNCLINE_NODE_CHECKED_IN", "0",
+       "1 when syncline-run checked this worker's rank in, once for its whole "
+       "node, before starting it; the worker then skips its own rendezvous "
+       "check-in. Set by syncline-run."},
       {"SYNCLINE_RESTART_COUNT", "0",
        "How many times syncline-run restarted the workers."},
       {"SYNCLINE_SOCKET_IFNAME", "",

@@ -173,6 +173,8 @@ absl::StatusOr<RendezvousInfo> ResolveRendezvous(int rank, int world_size,
   info.store_hosted = has("SYNCLINE_STORE_HOSTED") &&
                       std::string(env("SYNCLINE_STORE_HOSTED")) == "1";
   if (has("SYNCLINE_STORE_PREFIX")) info.store_prefix = env("SYNCLINE_STORE_PREFIX");
+  info.node_checked_in = info.store_hosted && has("SYNCLINE_NODE_CHECKED_IN") &&
+                         std::string(env("SYNCLINE_NODE_CHECKED_IN")) == "1";
   JobIdentity job = ResolveJobId(env);
   info.job_id = job.id;
   info.job_id_source = job.source;
@@ -186,11 +188,11 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
   std::string where = absl::StrCat(info.master_addr, ":", info.master_port);
   std::unique_ptr<TcpStoreServer> server;
   if (info.rank == 0 && !info.store_hosted) {
-    SL_ASSIGN_OR_RETURN(server, TcpStoreServer::Start({.host = info.master_addr,
-                                                       .port = info.master_port,
-                                                       .max_connections =
-                                                           StoreMaxConnectionsFor(info.world_size),
-                                                       .token = EnvString("SYNCLINE_STORE_TOKEN")}));
+    SL_ASSIGN_OR_RETURN(
+        TcpStoreServerOptions options,
+        JobStoreOptions(info.master_addr, info.master_port, info.world_size,
+                        EnvString("SYNCLINE_STORE_TOKEN")));
+    SL_ASSIGN_OR_RETURN(server, TcpStoreServer::Start(options));
   }
   SL_ASSIGN_OR_RETURN(
       std::shared_ptr<Store> client,
@@ -201,6 +203,7 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
   std::shared_ptr<Store> store =
       server ? std::make_shared<HostingStore>(std::move(server), client) : client;
   if (!info.store_prefix.empty()) store = MakePrefixStore(info.store_prefix, store);
+  if (info.node_checked_in && info.store_hosted) return store;  // the launcher did
   absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
   SL_RETURN_IF_ERROR(internal::CheckIn(*store, info, left, where, /*hosts_store=*/server_hosted));
   return store;
@@ -209,6 +212,14 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
 absl::Status RendezvousCheckIn(Store& store, const RendezvousInfo& info,
                                absl::Duration timeout) {
   return internal::CheckIn(store, info, timeout, "the given store", /*hosts_store=*/false);
+}
+
+absl::Status AbandonRendezvousCheckIn(Store& store, const absl::Status& reason) {
+  if (reason.ok()) {
+    return absl::InvalidArgumentError(
+        "a check-in is abandoned for a reason, not with OK");
+  }
+  return internal::Abandon(store, reason);
 }
 
 }  // namespace syncline

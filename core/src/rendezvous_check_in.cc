@@ -280,4 +280,9 @@ absl::Status CheckIn(Store& store, const RendezvousInfo& info, absl::Duration ti
   return *outcome;
 }
 
+absl::Status Abandon(Store& store, const absl::Status& reason) {
+  RankVerdict verdict(store, kScope);
+  return verdict.Publish(reason).status();
+}
+
 }  // namespace syncline::internal

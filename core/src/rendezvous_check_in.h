@@ -44,6 +44,10 @@ namespace syncline::internal {
 absl::Status CheckIn(Store& store, const RendezvousInfo& info, absl::Duration timeout,
                      const std::string& where, bool hosts_store);
 
+// Publishes `reason` as the check-in's verdict unless one stands (see
+// AbandonRendezvousCheckIn in rendezvous.h).
+absl::Status Abandon(Store& store, const absl::Status& reason);
+
 }  // namespace syncline::internal
 
 #endif  // SYNCLINE_CORE_SRC_RENDEZVOUS_CHECK_IN_H_

@@ -3,7 +3,10 @@
 // One blocking socket, one request at a time (a mutex serializes threads).
 // Every read and write has a deadline, so a dead or silent server becomes an
 // error, not a hang. The handshake tells a Syncline store apart from a
-// foreign program that happens to listen on the port.
+// foreign program that happens to listen on the port: a wrong answer is
+// final, but no answer is retried until the connect timeout, since an
+// overloaded store (out of descriptors, shedding, or just behind on its
+// accept queue) looks the same as a silent stranger until it catches up.
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -15,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -88,10 +92,18 @@ absl::Status ReadAll(int fd, char* out, size_t len, absl::Time deadline) {
   return absl::OkStatus();
 }
 
-// One connection attempt: connect, then handshake. `foreign` is set when the
-// peer answered but is not a Syncline store (not worth retrying).
-absl::StatusOr<Socket> ConnectOnce(const TcpStoreClientOptions& o,
-                                   absl::Time deadline, bool* foreign) {
+// How a connection attempt that did not connect ended.
+enum class AttemptEnd {
+  kRetry,   // nobody listens yet, or the connection was closed or reset
+  kSilent,  // accepted, but no handshake reply in time: an overloaded store
+            // or a foreign program; retried, and the final error says both
+  kFinal,   // a foreign program answered, or the store refused the token
+};
+
+// One connection attempt: connect, then handshake; `end` says whether to
+// try again when it fails.
+absl::StatusOr<Socket> ConnectOnce(const TcpStoreClientOptions& o, absl::Time deadline,
+                                   AttemptEnd* end) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -121,7 +133,7 @@ absl::StatusOr<Socket> ConnectOnce(const TcpStoreClientOptions& o,
     int one = 1;
     ::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     // A foreign listener may never answer: bound the handshake.
-    absl::Time hs_deadline = std::min(deadline, absl::Now() + absl::Seconds(10));
+    absl::Time hs_deadline = std::min(deadline, absl::Now() + o.handshake_timeout);
     std::string hello_out = proto::EncodeHello();
     uint32_t token_len = o.token.size();
     for (int i = 0; i < 4; ++i) hello_out.push_back(static_cast<char>((token_len >> (8 * i)) & 0xff));
@@ -138,23 +150,24 @@ absl::StatusOr<Socket> ConnectOnce(const TcpStoreClientOptions& o,
       read = ReadAll(s.fd(), hello + proto::kHelloBytes, 1, hs_deadline);
       ::freeaddrinfo(res);
       if (!read.ok() || hello[proto::kHelloBytes] != 0) {
-        *foreign = true;
+        *end = AttemptEnd::kFinal;
         return absl::PermissionDeniedError(
             "the store refused this client's token: set the same "
             "SYNCLINE_STORE_TOKEN on every rank and on the launcher");
       }
       return s;
     }
-    *foreign = read.ok() || absl::IsDeadlineExceeded(read);
-    last = absl::FailedPreconditionError(
-        read.ok() ? absl::StrFormat(
-                        "the program listening there is not a Syncline store "
-                        "(handshake magic 0x%08x version %u, expected 0x%08x "
-                        "version %u)",
-                        magic, version, kStoreMagic, kStoreProtocolVersion)
-                  : absl::StrCat("the program listening there did not complete "
-                                 "the Syncline store handshake: ",
-                                 read.message()));
+    if (read.ok()) {
+      *end = AttemptEnd::kFinal;
+      last = absl::FailedPreconditionError(absl::StrFormat(
+          "the program listening there is not a Syncline store (handshake magic "
+          "0x%08x version %u, expected 0x%08x version %u)",
+          magic, version, kStoreMagic, kStoreProtocolVersion));
+    } else {
+      *end = absl::IsDeadlineExceeded(read) ? AttemptEnd::kSilent : AttemptEnd::kRetry;
+      last = absl::Status(read.code(),
+                          absl::StrCat("the handshake failed: ", read.message()));
+    }
   }
   ::freeaddrinfo(res);
   return last;
@@ -359,27 +372,50 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectTcpStore(
   absl::Time start = absl::Now();
   absl::Time deadline = start + options.connect_timeout;
   absl::Duration backoff = absl::Milliseconds(20);
+  std::minstd_rand jitter(std::random_device{}());
   absl::Status last;
+  AttemptEnd end = AttemptEnd::kRetry;
+  int silent = 0;  // attempts accepted but never answered
   while (true) {
-    bool foreign = false;
-    auto socket = ConnectOnce(options, deadline, &foreign);
+    end = AttemptEnd::kRetry;
+    auto socket = ConnectOnce(options, deadline, &end);
     if (socket.ok()) {
       return std::shared_ptr<Store>(
           std::make_shared<TcpStore>(options, std::move(socket).value()));
     }
     last = socket.status();
+    if (end == AttemptEnd::kSilent) ++silent;
     absl::Duration left = deadline - absl::Now();
-    if (foreign || absl::IsInvalidArgument(last) || left <= absl::ZeroDuration()) break;
-    // A refused token is final, not a reason to retry.
-    absl::SleepFor(std::min(backoff, left));
+    if (end == AttemptEnd::kFinal || absl::IsInvalidArgument(last) ||
+        left <= absl::ZeroDuration()) {
+      break;
+    }
+    // Half to all of the backoff, so that thousands of clients that an
+    // overloaded store dropped together do not all come back together.
+    absl::Duration pause =
+        backoff * std::uniform_real_distribution<double>(0.5, 1.0)(jitter);
+    absl::SleepFor(std::min(pause, left));
     backoff = std::min(backoff * 2, absl::Milliseconds(500));
+  }
+  const std::string waited =
+      absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1)));
+  if (end == AttemptEnd::kSilent) {
+    return absl::UnavailableError(absl::StrFormat(
+        "could not reach the Syncline store at %s:%d after %s: %d connection(s) there "
+        "did not complete the Syncline store handshake (each waited up to %s for a "
+        "reply). Either the store is "
+        "overloaded (out of file descriptors or shedding connections: its log says so; "
+        "raise `ulimit -n` where it runs, or give it longer with SYNCLINE_TIMEOUT), or "
+        "the program listening there is not a Syncline store (then give this job "
+        "another MASTER_PORT)",
+        options.host, options.port, waited, silent,
+        absl::FormatDuration(options.handshake_timeout)));
   }
   return absl::UnavailableError(absl::StrFormat(
       "could not reach the Syncline store at %s:%d after %s: %s. Check that "
       "rank 0 (or syncline-run) is running and that MASTER_ADDR/MASTER_PORT "
       "match on every rank",
-      options.host, options.port, absl::FormatDuration(absl::Now() - start),
-      last.message()));
+      options.host, options.port, waited, last.message()));
 }
 
 }  // namespace syncline

@@ -33,6 +33,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "syncline/env.h"
 #include "syncline/log.h"
 #include "syncline/tcp_store.h"
 #include "tcp_store_protocol.h"
@@ -509,6 +510,20 @@ class TcpStoreServer::Impl {
   proto::StoreQuota quota_;  // the bytes data_ holds
   std::thread thread_;  // joined in the destructor
 };
+
+absl::StatusOr<TcpStoreServerOptions> JobStoreOptions(const std::string& host, int port,
+                                                      int world_size,
+                                                      const std::string& token) {
+  absl::StatusOr<int64_t> max_bytes = EnvInt("SYNCLINE_STORE_MAX_BYTES", 1);
+  if (!max_bytes.ok()) return max_bytes.status();
+  TcpStoreServerOptions options;
+  options.host = host;
+  options.port = port;
+  options.max_connections = StoreMaxConnectionsFor(world_size);
+  options.max_store_bytes = static_cast<size_t>(*max_bytes);
+  options.token = token;
+  return options;
+}
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     const TcpStoreServerOptions& options) {

@@ -165,13 +165,15 @@ bool Session::Charge(const KeyValueMap& data, const std::string& key, size_t val
   size_t old_bytes = it == data.end() ? 0 : key.size() + it->second.size();
   size_t used = quota_->used_bytes - old_bytes + key.size() + value_bytes;
   if (used > quota_->max_bytes) {
-    *out += Err()
-                .Bytes(absl::StrCat("store quota exceeded: writing key '", key.substr(0, 200),
-                                    "' would hold ", used, " bytes of keys and values, over the ",
-                                    quota_->max_bytes,
-                                    "-byte limit (TcpStoreServerOptions::max_store_bytes); "
-                                    "delete keys or raise the limit"))
-                .Frame();
+    *out +=
+        Err()
+            .Bytes(absl::StrCat("store quota exceeded: writing key '", key.substr(0, 200),
+                                "' would hold ", used,
+                                " bytes of keys and values, over the ", quota_->max_bytes,
+                                "-byte limit (SYNCLINE_STORE_MAX_BYTES where the store "
+                                "runs, TcpStoreServerOptions::max_store_bytes); delete "
+                                "keys or raise the limit"))
+            .Frame();
     return false;
   }
   quota_->used_bytes = used;

@@ -1,12 +1,14 @@
 // env_test.cc: the option table is complete and matches the README.
+#include "syncline/env.h"
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include "common/scoped_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "syncline/communicator.h"
-#include "syncline/env.h"
 #include "syncline/store.h"
 
 namespace syncline {
@@ -45,22 +47,7 @@ TEST(EnvTable, MalformedNumbersAreRejectedWithTheVariableName) {
   EXPECT_EQ(*t, absl::Milliseconds(2500));
 }
 
-// Sets one variable for the life of the object, restoring it afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() { had_ ? (void)::setenv(name_, old_.c_str(), 1) : (void)::unsetenv(name_); }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
+using ::syncline::testing::ScopedEnv;
 
 // "nan" and "inf" parse as numbers, and each used to mean "no deadline at
 // all": a lone rank 0 waited until it was killed. Neither is a deadline.

@@ -228,6 +228,35 @@ TEST(RendezvousScale, NodeLeadersCheckInForTheirNodesRanks) {
   EXPECT_THAT(std::string(invalid.message()), HasSubstr("8 ranks from rank 60"));
 }
 
+// A launcher that learns the job cannot meet (it was stopped, or another
+// node failed) ends the check-in for everyone at once with its reason.
+TEST(RendezvousScale, AnAbandonedCheckInReleasesEveryWaitingRankWithTheReason) {
+  std::shared_ptr<Store> shared = MakeHashStore();
+  std::vector<absl::Status> statuses(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      RendezvousInfo info;
+      info.rank = r * 2;
+      info.world_size = 6;
+      info.check_in_ranks = 2;
+      statuses[r] = RendezvousCheckIn(*shared, info, absl::Seconds(600));
+    });
+  }
+  // Both leaders have arrived (4 of 6 ranks) and wait for the verdict.
+  ASSERT_TRUE(shared->Wait({"rdzv/rank/0", "rdzv/rank/3"}, absl::Seconds(60)).ok());
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(AbandonRendezvousCheckIn(*shared, absl::OkStatus())));
+  ASSERT_TRUE(
+      AbandonRendezvousCheckIn(*shared, absl::AbortedError("node 2 failed: cannot run x"))
+          .ok());
+  for (auto& t : threads) t.join();
+  for (const absl::Status& s : statuses) {
+    EXPECT_TRUE(absl::IsAborted(s)) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("node 2 failed: cannot run x"));
+  }
+}
+
 TEST(RendezvousScale, TheHostingRankKeepsTheStoreUntilTheOthersHaveReadTheVerdict) {
   // Rank 0 hosts the store (as without a launcher) and times out for a world
   // of 3 with rank 2 missing. Rank 1 reads late, yet gets the same verdict.

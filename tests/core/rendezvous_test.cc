@@ -1,17 +1,20 @@
 // rendezvous_test.cc: rank discovery and the check-in, with every bad input.
+#include "syncline/rendezvous.h"
+
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <thread>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/multiprocess.h"
+#include "common/scoped_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "syncline/rendezvous.h"
 #include "syncline/tcp_store.h"
 
 namespace syncline {
@@ -292,6 +295,48 @@ TEST(Rendezvous, UnreachableMasterFailsWithinTheTimeout) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   EXPECT_THAT(std::string(store.status().message()),
               HasSubstr(absl::StrCat("could not reach the Syncline store at 127.0.0.1:", port)));
+}
+
+// Rank 0, hosting the store itself, holds it to SYNCLINE_STORE_MAX_BYTES: a
+// write beyond it is refused naming the variable, the store keeps serving;
+// a value that is no positive number stops rank 0 before it listens.
+TEST(Rendezvous, RankZeroHoldsItsStoreToSynclineStoreMaxBytes) {
+  int port;
+  {
+    auto probe = *TcpStoreServer::Start({.host = "127.0.0.1", .port = 0});
+    port = probe->port();
+  }
+  auto info = [&](int rank) {
+    RendezvousInfo i;
+    i.rank = rank;
+    i.world_size = 2;
+    i.master_port = port;
+    i.job_id = "quota";
+    i.job_id_source = "SYNCLINE_JOB_ID";
+    return i;
+  };
+  {
+    testing::ScopedEnv quota("SYNCLINE_STORE_MAX_BYTES", "-1");
+    auto refused = ConnectRendezvousStore(info(0), absl::Seconds(5));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_THAT(std::string(refused.status().message()),
+                HasSubstr("SYNCLINE_STORE_MAX_BYTES=-1"));
+  }
+  testing::ScopedEnv quota("SYNCLINE_STORE_MAX_BYTES", "8000");
+  absl::StatusOr<std::shared_ptr<Store>> stores[2];
+  std::thread ranks[2];
+  for (int r = 0; r < 2; ++r) {
+    ranks[r] = std::thread(
+        [&, r] { stores[r] = ConnectRendezvousStore(info(r), absl::Seconds(30)); });
+  }
+  for (auto& t : ranks) t.join();
+  ASSERT_TRUE(stores[0].ok()) << stores[0].status();
+  ASSERT_TRUE(stores[1].ok()) << stores[1].status();
+  absl::Status refused = (*stores[1])->Set("big", std::string(10000, 'x'));
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("SYNCLINE_STORE_MAX_BYTES"));
+  ASSERT_TRUE((*stores[1])->Set("small", "v").ok());
+  EXPECT_EQ(*(*stores[0])->Get("small", absl::Seconds(5)), "v");
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // tcp_store_limits_test.cc: the TCP store under starvation attacks: idle
 // sockets that never handshake, a server out of file descriptors, one host
-// hogging the pending-handshake slots, and many parked waits.
+// hogging the pending-handshake slots, and many parked waits; and the client
+// against a store too busy to answer its handshake.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -10,14 +12,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/scoped_env.h"
 #include "common/socket_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -59,6 +66,7 @@ std::string Hello() {
 }
 
 using ::syncline::testing::ClosedByPeer;
+using ::syncline::testing::ScopedEnv;
 
 bool ReadExactly(int fd, char* p, size_t n) {
   while (n > 0) {
@@ -122,6 +130,19 @@ class ForkedServer {
     ::waitpid(pid_, nullptr, 0);
   }
   int port() const { return port_; }
+  // Freezes the whole server (SIGSTOP): the kernel still completes TCP
+  // connections into its listen queue, but nothing is accepted or answered,
+  // as in a store too loaded to keep up. Continue() thaws it.
+  // Returns once every thread of the server has stopped.
+  void Stop() {
+    ASSERT_EQ(::kill(pid_, SIGSTOP), 0);
+    absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (!AllThreadsStopped() && absl::Now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_TRUE(AllThreadsStopped());
+  }
+  void Continue() { EXPECT_EQ(::kill(pid_, SIGCONT), 0); }
   // CPU seconds the server process used since the last Mark().
   double Ask(char c) {
     EXPECT_EQ(::write(to_child_, &c, 1), 1);
@@ -133,10 +154,52 @@ class ForkedServer {
   double CpuSinceMark() { return Ask('r'); }
 
  private:
+  // Whether every thread's state in /proc/<pid>/task/*/stat is 'T'.
+  bool AllThreadsStopped() const {
+    std::string dir = absl::StrCat("/proc/", pid_, "/task");
+    DIR* tasks = ::opendir(dir.c_str());
+    if (tasks == nullptr) return false;
+    bool stopped = true;
+    while (dirent* e = ::readdir(tasks)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream stat(absl::StrCat(dir, "/", e->d_name, "/stat"));
+      std::string text((std::istreambuf_iterator<char>(stat)),
+                       std::istreambuf_iterator<char>());
+      size_t paren = text.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= text.size() ||
+          text[paren + 2] != 'T') {
+        stopped = false;
+      }
+    }
+    ::closedir(tasks);
+    return stopped;
+  }
+
   pid_t pid_ = -1;
   int port_ = 0;
   int to_child_ = -1, from_child_ = -1;
 };
+
+// How many connections wait in the accept queue of the IPv4 listener on
+// `port` (/proc/net/tcp shows it as rx_queue of the LISTEN row); -1 if none.
+int AcceptQueueLength(int port) {
+  std::ifstream table("/proc/net/tcp");
+  std::string line;
+  std::getline(table, line);  // the header
+  char local[32];
+  std::snprintf(local, sizeof(local), ":%04X", port);
+  while (std::getline(table, line)) {
+    std::istringstream row(line);
+    std::string slot, local_address, remote, state, queues;
+    row >> slot >> local_address >> remote >> state >> queues;
+    if (state != "0A" || local_address.size() < 5 ||
+        local_address.compare(local_address.size() - 5, 5, local) != 0) {
+      continue;
+    }
+    return static_cast<int>(std::stoul(queues.substr(queues.find(':') + 1), nullptr, 16));
+  }
+  return -1;
+}
 
 void ExpectServes(int port) {
   auto store = ConnectTcpStore(
@@ -261,6 +324,85 @@ TEST(TcpStoreLimits, QuotaRefusesWritesBeyondItAndKeepsServing) {
   ASSERT_TRUE(store->Delete("key0").ok());  // frees room
   EXPECT_TRUE(store->Set("after", "delete").ok());
   ExpectServes(server->port());
+}
+
+// A store too busy to answer a handshake in time is retried until the
+// connect timeout, not taken for a foreign program: the client's first
+// attempt times out while the server is frozen, its second waits in the
+// listen queue behind it, and once the server thaws the client connects and
+// every key, written before and after, is there.
+TEST(TcpStoreLimits, AHandshakeThatTimesOutOnAStalledStoreIsRetried) {
+  ForkedServer server(1024, absl::Seconds(30));
+  auto writer = ConnectTcpStore({.host = "127.0.0.1", .port = server.port()});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  constexpr int kKeys = 50;
+  for (int i = 0; i < kKeys; ++i) {
+    ASSERT_TRUE((*writer)->Set(absl::StrCat("before/", i), absl::StrCat(i)).ok());
+  }
+  ASSERT_EQ(AcceptQueueLength(server.port()), 0);
+  server.Stop();
+  std::atomic<bool> client_returned{false};
+  absl::StatusOr<std::shared_ptr<Store>> late;
+  std::thread client([&] {
+    late = ConnectTcpStore({.host = "127.0.0.1",
+                            .port = server.port(),
+                            .connect_timeout = absl::Seconds(120),
+                            .handshake_timeout = absl::Milliseconds(200)});
+    client_returned = true;
+  });
+  // Two connections queued: the first attempt timed out and a second began.
+  absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (AcceptQueueLength(server.port()) < 2 && !client_returned &&
+         absl::Now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE(AcceptQueueLength(server.port()), 2) << "the client did not try again";
+  server.Continue();
+  client.join();
+  ASSERT_TRUE(late.ok()) << late.status();
+  for (int i = 0; i < kKeys; ++i) {
+    ASSERT_TRUE((*late)->Set(absl::StrCat("after/", i), absl::StrCat(i)).ok());
+  }
+  for (const char* phase : {"before/", "after/"}) {
+    for (int i = 0; i < kKeys; ++i) {
+      auto v = (*writer)->Get(absl::StrCat(phase, i), absl::Seconds(5));
+      ASSERT_TRUE(v.ok()) << phase << i << ": " << v.status();
+      EXPECT_EQ(*v, absl::StrCat(i));
+    }
+  }
+  EXPECT_EQ(*(*late)->NumKeys(), 2 * kKeys);
+}
+
+// A job's store takes its quota from SYNCLINE_STORE_MAX_BYTES: the refusal
+// names the variable, what is stored stays, and the store keeps serving.
+TEST(TcpStoreLimits, QuotaFromTheEnvironmentIsNamedInTheRefusal) {
+  ScopedEnv quota("SYNCLINE_STORE_MAX_BYTES", "3000");
+  auto options = JobStoreOptions("127.0.0.1", 0, 4, "");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->max_store_bytes, 3000u);
+  auto server = *TcpStoreServer::Start(*options);
+  auto store = *ConnectTcpStore({.host = "127.0.0.1", .port = server->port()});
+  ASSERT_TRUE(store->Set("small", std::string(1000, 's')).ok());
+  absl::Status refused = store->Set("large", std::string(4000, 'l'));
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()),
+              ::testing::HasSubstr("SYNCLINE_STORE_MAX_BYTES"));
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("3000-byte limit"));
+  EXPECT_EQ(*store->Get("small", absl::Seconds(5)), std::string(1000, 's'));
+  EXPECT_EQ(*store->Check({"large"}), std::vector<bool>{false})
+      << "a refused write left a key";
+  ExpectServes(server->port());
+}
+
+TEST(TcpStoreLimits, AQuotaThatIsNoPositiveNumberIsRefusedNamingTheVariable) {
+  for (const char* bad : {"0", "-4096", "lots", "1.5e9", "12abc"}) {
+    ScopedEnv quota("SYNCLINE_STORE_MAX_BYTES", bad);
+    auto options = JobStoreOptions("127.0.0.1", 0, 4, "");
+    ASSERT_FALSE(options.ok()) << bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(options.status())) << options.status();
+    EXPECT_THAT(std::string(options.status().message()),
+                ::testing::HasSubstr(absl::StrCat("SYNCLINE_STORE_MAX_BYTES=", bad)));
+  }
 }
 
 // 2,000 GETs parked on distinct keys, then 2,000 SETs: each GET gets its value.

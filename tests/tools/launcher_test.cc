@@ -25,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher_test_util.h"
+#include "syncline/rendezvous.h"
 #include "syncline/tcp_store.h"
 
 namespace syncline::testing {
@@ -125,6 +126,19 @@ TEST(LauncherTest, PortInUseIsAClearError) {
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat("127.0.0.1:", port)));
   EXPECT_THAT(r.output, HasSubstr("in use"));
   EXPECT_THAT(r.output, Not(HasSubstr("should-not-run")));
+}
+
+// The store's quota comes from SYNCLINE_STORE_MAX_BYTES; a value that is no
+// positive number is a bad option, named before anything starts.
+TEST(LauncherTest, AStoreQuotaThatIsNoPositiveNumberIsRefused) {
+  for (const char* bad : {"0", "lots"}) {
+    CommandResult r =
+        RunLauncher("-n 2", "echo should-not-run",
+                    absl::StrCat("OMP_NUM_THREADS=1 SYNCLINE_STORE_MAX_BYTES=", bad));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat("SYNCLINE_STORE_MAX_BYTES=", bad)));
+    EXPECT_THAT(r.output, Not(HasSubstr("should-not-run")));
+  }
 }
 
 // Removes every variable the launcher could take a job id from.
@@ -448,24 +462,50 @@ TEST(LauncherTest, WorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
   EXPECT_THAT(r.output, HasSubstr("killed by SIGKILL"));
 }
 
+// Runs `launcher_command` in the background with its output in <dir>/out,
+// waits (up to 10 s) until `count` lines of that output hold `text`, then
+// sends SIGTERM to the launcher only (not its process group). The output is
+// "launcher-exit=<status>" followed by the launcher's.
+CommandResult StopLauncherOncePrinted(const std::string& dir,
+                                      const std::string& launcher_command,
+                                      const std::string& text, int count) {
+  return RunCommand(absl::StrCat(
+      launcher_command, " > ", dir, "/out 2>&1 & pid=$!\n",
+      "for i in $(seq 200); do [ \"$(grep -c ", ShellQuote(text), " ", dir,
+      "/out)\" -ge ", count, " ] && break; sleep 0.05; done\n",
+      "kill -TERM $pid; wait $pid; echo \"launcher-exit=$?\"; cat ", dir, "/out"));
+}
+
 TEST(LauncherTest, SigtermIsForwardedToTheWorkers) {
   std::string dir = MakeTempDir();
   std::string worker = WriteScript(dir, "worker.sh",
                                    "trap 'echo \"got-term-$RANK\"; exit 0' TERM\n"
                                    "echo ready\n"
                                    "while :; do sleep 0.1; done");
-  // Wait until both workers have installed their trap, then signal the
-  // launcher only (not its process group).
-  std::string script = absl::StrCat(
-      "OMP_NUM_THREADS=1 ", Launcher(), " -n 2 -- ", worker, " > ", dir,
-      "/out 2>&1 & pid=$!\n", "for i in $(seq 200); do [ \"$(grep -c ready ", dir,
-      "/out)\" -ge 2 ] && break; sleep 0.05; done\n",
-      "kill -TERM $pid; wait $pid; echo \"launcher-exit=$?\"; cat ", dir, "/out");
-  CommandResult r = RunCommand(script);
+  // Wait until both workers have installed their trap.
+  CommandResult r = StopLauncherOncePrinted(
+      dir, absl::StrCat("OMP_NUM_THREADS=1 ", Launcher(), " -n 2 -- ", worker), "ready",
+      2);
   EXPECT_THAT(r.output, HasSubstr("launcher-exit=143"));
   EXPECT_THAT(r.output, HasSubstr("[rank 0] got-term-0"));
   EXPECT_THAT(r.output, HasSubstr("[rank 1] got-term-1"));
   EXPECT_LT(r.seconds, 15) << r.output;
+}
+
+// A launcher stopped while its node waits for the others to check in ends
+// at once, and starts no worker.
+TEST(LauncherTest, SigtermWhileTheNodesCheckInEndsTheLauncherAtOnce) {
+  std::string dir = MakeTempDir();
+  // Node 1 never comes, so node 0 waits in its check-in for SYNCLINE_TIMEOUT.
+  CommandResult r = StopLauncherOncePrinted(
+      dir,
+      absl::StrCat(TokenEnv(), "OMP_NUM_THREADS=1 SYNCLINE_TIMEOUT=120 ", Launcher(),
+                   " -n 2 --nnodes 2 --node-rank 0 -- sh -c 'echo worker-started'"),
+      "store at", 1);
+  EXPECT_THAT(r.output, HasSubstr("launcher-exit=143"));
+  EXPECT_THAT(r.output, HasSubstr("stopped before the workers started"));
+  EXPECT_THAT(r.output, Not(HasSubstr("] worker-started")));
+  EXPECT_LT(r.seconds, 60) << r.output;
 }
 
 TEST(LauncherTest, RestartsAfterAFailureInTheFirstGeneration) {
@@ -584,6 +624,82 @@ TEST(LauncherTest, RestartsAllNodesTogether) {
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_THAT(r.output, HasSubstr(absl::StrCat("[rank ", rank, "] gen=1 rank=", rank)));
   }
+}
+
+// The worker of EachNodeChecksInOnceForItsRanks (this test binary, re-run
+// under syncline-run): it meets through ConnectRendezvousStore as any
+// program would, prints its pid and who claimed each rank's key (the pid in
+// the check-in record "v1|rank|world|pid|..."), and rank 0 then plays a rank
+// of another job that reaches the same store and prints how it was received.
+void CheckInWorker() {
+  absl::StatusOr<RendezvousInfo> info = ResolveRendezvous(-1, -1);
+  ASSERT_TRUE(info.ok()) << info.status();
+  absl::StatusOr<std::shared_ptr<Store>> store =
+      ConnectRendezvousStore(*info, absl::Seconds(60));
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::printf("worker pid=%d\n", static_cast<int>(getpid()));
+  for (int r = 0; r < info->world_size; ++r) {
+    absl::StatusOr<std::string> record =
+        (*store)->Get(absl::StrCat("rdzv/rank/", r), absl::Seconds(10));
+    ASSERT_TRUE(record.ok()) << record.status();
+    std::vector<std::string> fields = absl::StrSplit(*record, '|');
+    ASSERT_GE(fields.size(), 4u) << *record;
+    std::printf("claim %d pid=%s\n", r, fields[3].c_str());
+  }
+  std::printf("arrived=%lld\n",
+              static_cast<long long>(*(*store)->Add("rdzv/arrived", 0)));
+  if (info->rank == 0) {
+    RendezvousInfo intruder = *info;
+    intruder.rank = 1;
+    intruder.node_checked_in = false;
+    intruder.job_id = "another-job";
+    intruder.job_id_source = "SYNCLINE_JOB_ID";
+    absl::Status refused = ConnectRendezvousStore(intruder, absl::Seconds(20)).status();
+    std::printf("intruder: %s\n", refused.ToString().c_str());
+  }
+  std::fflush(stdout);
+}
+
+// syncline-run checks in once per node, for its node's ranks: in a job of 2
+// nodes of 2 ranks, the keys of ranks 0-1 were claimed by one process and
+// those of ranks 2-3 by another, neither of them a worker, and the arrival
+// counter counts all 4 ranks. A rank of another job that reaches the store
+// is still refused, naming both jobs.
+TEST(LauncherTest, EachNodeChecksInOnceForItsRanksAndAnotherJobIsStillRefused) {
+  if (getenv("SYNCLINE_TEST_CHECK_IN_WORKER") != nullptr) return CheckInWorker();
+  char self[4096];
+  ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  ASSERT_GT(len, 0);
+  self[len] = '\0';
+  CommandResult r = RunTwoNodes(
+      "", absl::StrCat("env SYNCLINE_TEST_CHECK_IN_WORKER=1 ", self,
+                       " --gtest_filter=LauncherTest."
+                       "EachNodeChecksInOnceForItsRanksAndAnotherJobIsStillRefused"));
+  ASSERT_THAT(r.output, HasSubstr("status=0,0"));
+  std::vector<std::string> workers;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::string prefix = absl::StrCat("[rank ", rank, "] ");
+    std::vector<std::string> pid = LinesWithPrefix(r.output, prefix + "worker pid=");
+    ASSERT_EQ(pid.size(), 1u) << r.output;
+    workers.push_back(pid[0]);
+    EXPECT_THAT(r.output, HasSubstr(prefix + "arrived=4"));
+  }
+  // Every rank reads the same claims: one claimer per node.
+  std::vector<std::string> claimer;
+  for (int claimed = 0; claimed < 4; ++claimed) {
+    std::vector<std::string> seen =
+        LinesWithPrefix(r.output, absl::StrCat("[rank 0] claim ", claimed, " pid="));
+    ASSERT_EQ(seen.size(), 1u) << r.output;
+    claimer.push_back(seen[0]);
+    EXPECT_THAT(workers, Not(::testing::Contains(seen[0])))
+        << "rank " << claimed << " was checked in by a worker, not its launcher";
+  }
+  EXPECT_EQ(claimer[0], claimer[1]) << "node 0's ranks were checked in separately";
+  EXPECT_EQ(claimer[2], claimer[3]) << "node 1's ranks were checked in separately";
+  EXPECT_NE(claimer[0], claimer[2]) << "one process checked in both nodes";
+  EXPECT_THAT(r.output, HasSubstr("[rank 0] intruder: FAILED_PRECONDITION"));
+  EXPECT_THAT(r.output, HasSubstr("belongs to another job"));
+  EXPECT_THAT(r.output, HasSubstr("Two jobs share MASTER_ADDR:MASTER_PORT"));
 }
 
 }  // namespace

@@ -12,9 +12,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "generation.h"
+#include "node_check_in.h"
 #include "node_group.h"
 #include "output.h"
 #include "signals.h"
+#include "summary.h"
 #include "syncline/env.h"
 #include "syncline/rendezvous.h"
 #include "syncline/status.h"
@@ -125,6 +127,9 @@ class Launcher {
   absl::Status HostStore();
   // Runs generations until success, a final failure or an interrupt.
   int RunGenerations();
+  // Checks this node's ranks in for `generation` (node_check_in.h). Returns
+  // -1 once the job has met, else the launcher's exit status.
+  int MeetAsANode(int generation);
   // Multi-node: says goodbye and, on node 0, keeps the store up until the
   // other nodes are done. Returns `status`, or 128 + signal if interrupted.
   int LeaveGroup(int status);
@@ -152,12 +157,10 @@ absl::Status Launcher::HostStore() {
   // The server's thread must not take our signals: it would be interrupted
   // (EINTR) and the main thread's poll would not wake up.
   ScopedBlockLauncherSignals block;
-  TcpStoreServerOptions server_options;
-  server_options.host = options_.master_addr;
-  server_options.port = options_.master_port;
-  server_options.token = store_token_;
-  server_options.max_connections =
-      StoreMaxConnectionsFor(options_.nnodes * options_.nproc_per_node);
+  SL_ASSIGN_OR_RETURN(
+      TcpStoreServerOptions server_options,
+      JobStoreOptions(options_.master_addr, options_.master_port,
+                      options_.nnodes * options_.nproc_per_node, store_token_));
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
       TcpStoreServer::Start(server_options);
   if (!server.ok()) return server.status();
@@ -199,6 +202,7 @@ std::vector<WorkerSpec> Launcher::MakeSpecs(int generation) const {
     env.omp_num_threads = omp_num_threads_;
     env.store_token = store_token_;
     env.job_id = job_id_;
+    env.node_checked_in = true;  // MeetAsANode() did, before the workers start
     WorkerSpec spec;
     spec.rank = options_.node_rank * options_.nproc_per_node + local;
     spec.path = program_path_;
@@ -218,7 +222,8 @@ int Launcher::Run() {
   store_token_ = *std::move(token);
   if (absl::Status s = HostStore(); !s.ok()) {
     Say(absl::StrCat("cannot host the rendezvous store: ", s.message()));
-    return kExitStoreFailed;
+    // A malformed SYNCLINE_STORE_MAX_BYTES is a bad option, not a failure.
+    return absl::IsInvalidArgument(s) ? kExitUsage : kExitStoreFailed;
   }
   if (absl::StatusOr<absl::Duration> t = EnvSeconds("SYNCLINE_TIMEOUT"); t.ok()) {
     timeout_ = *t;
@@ -277,8 +282,49 @@ int Launcher::Run() {
   return LeaveGroup(RunGenerations());
 }
 
+int Launcher::MeetAsANode(int generation) {
+  const absl::Time start = absl::Now();
+  NodeCheckInConfig c;
+  c.master_addr = options_.master_addr;
+  c.port = port_;
+  c.token = store_token_;
+  c.generation = generation;
+  c.node_rank = options_.node_rank;
+  c.nproc_per_node = options_.nproc_per_node;
+  c.nnodes = options_.nnodes;
+  c.job_id = job_id_;
+  c.job_id_source = job_id_source_;
+  c.timeout = timeout_;
+  c.signals = signals_.get();
+  c.group = group_.get();
+  NodeCheckInResult met = CheckInNode(c);
+  if (met.status.ok()) return -1;
+  if (met.interrupt != 0) {
+    Say(absl::StrCat("stopped before the workers started; exiting with ",
+                     128 + met.interrupt));
+    return 128 + met.interrupt;
+  }
+  if (met.remote_failure) {
+    WriteAll(STDERR_FILENO,
+             FormatFailureSummary(generation, start, {},
+                                  absl::StrCat("on node ", met.remote_failure->node_rank,
+                                               ", ", met.remote_failure->reason)));
+    return met.remote_failure->exit_status != 0 ? met.remote_failure->exit_status
+                                                : kExitStoreFailed;
+  }
+  Say(absl::StrCat("the job did not meet, so no worker was started: ",
+                   met.status.message()));
+  if (group_ != nullptr) {
+    group_->ReportFailure(generation, {options_.node_rank, kExitStoreFailed,
+                                       absl::StrCat("its launcher's check-in failed: ",
+                                                    met.status.message())});
+  }
+  return kExitStoreFailed;
+}
+
 int Launcher::RunGenerations() {
   for (int generation = 0;; ++generation) {
+    if (int status = MeetAsANode(generation); status >= 0) return status;
     Generation::Config config;
     config.index = generation;
     config.specs = MakeSpecs(generation);

@@ -10,6 +10,11 @@
 // launchers of all nodes keep in step through that store (node_group.h): a
 // failure on one node stops every node, and restarts begin together.
 //
+// Before each generation's workers start, the node's launcher checks in for
+// its local ranks, once (node_check_in.h), and the workers, told so by
+// SYNCLINE_NODE_CHECKED_IN=1, skip their own check-in: the store sees nodes,
+// not ranks.
+//
 // Every worker gets the job's identity as SYNCLINE_JOB_ID, so that the
 // rendezvous check-in refuses ranks of another job that reach the same
 // store: --job-id, else the launcher's own SYNCLINE_JOB_ID,
@@ -26,8 +31,8 @@
 // Exit status: 0 when every worker of the last generation exited 0; the root
 // cause's exit code (or 128 + signal) after a failure; 128 + signal when the
 // launcher itself was interrupted; 1 when the store cannot be hosted; 2 for
-// bad options (or a multi-node job without a store token); 127 when the
-// program cannot be started.
+// bad options (or a multi-node job without a store token, or a malformed
+// SYNCLINE_STORE_MAX_BYTES); 127 when the program cannot be started.
 //
 // Example:
 //   LaunchOptions o;

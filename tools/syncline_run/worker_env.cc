@@ -35,7 +35,8 @@ const std::vector<absl::string_view>& LauncherVariables() {
                                          "SYNCLINE_STORE_PREFIX",
                                          "SYNCLINE_RESTART_COUNT",
                                          "SYNCLINE_STORE_TOKEN",
-                                         "SYNCLINE_JOB_ID"};
+                                         "SYNCLINE_JOB_ID",
+                                         "SYNCLINE_NODE_CHECKED_IN"};
   return *kNames;
 }
 
@@ -76,16 +77,22 @@ std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base,
   env.push_back(absl::StrCat("MASTER_ADDR=", o.master_addr));
   env.push_back(absl::StrCat("MASTER_PORT=", o.master_port));
   env.push_back("SYNCLINE_STORE_HOSTED=1");
-  env.push_back(absl::StrCat("SYNCLINE_STORE_PREFIX=gen", o.restart_count, "/"));
+  env.push_back(
+      absl::StrCat("SYNCLINE_STORE_PREFIX=", GenerationPrefix(o.restart_count)));
   env.push_back(absl::StrCat("SYNCLINE_RESTART_COUNT=", o.restart_count));
   if (!o.job_id.empty()) env.push_back(absl::StrCat("SYNCLINE_JOB_ID=", o.job_id));
   if (!o.store_token.empty()) {
     env.push_back(absl::StrCat("SYNCLINE_STORE_TOKEN=", o.store_token));
   }
+  if (o.node_checked_in) env.push_back("SYNCLINE_NODE_CHECKED_IN=1");
   if (o.omp_num_threads > 0) {
     env.push_back(absl::StrCat("OMP_NUM_THREADS=", o.omp_num_threads));
   }
   return env;
+}
+
+std::string GenerationPrefix(int generation) {
+  return absl::StrCat("gen", generation, "/");
 }
 
 int UsableCores() {

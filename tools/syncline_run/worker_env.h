@@ -11,6 +11,8 @@
 //   SYNCLINE_STORE_PREFIX=gen<g>/ and SYNCLINE_RESTART_COUNT=<g>
 //   SYNCLINE_STORE_TOKEN      the secret the store demands (see launcher.h)
 //   SYNCLINE_JOB_ID           the job's identity, the same on every node
+//   SYNCLINE_NODE_CHECKED_IN=1 the launcher checked this node's ranks in
+//                             before starting them (node_check_in.h)
 //   OMP_NUM_THREADS   only when the launcher's own environment lacks it
 //
 // Inherited SYNCLINE_RANK, SYNCLINE_WORLD_SIZE, ... are removed: the core
@@ -42,7 +44,11 @@ struct WorkerEnvOptions {
   int omp_num_threads = 0;  // 0: leave OMP_NUM_THREADS as inherited
   std::string store_token;  // the store's SYNCLINE_STORE_TOKEN
   std::string job_id;       // SYNCLINE_JOB_ID
+  bool node_checked_in = false;  // SYNCLINE_NODE_CHECKED_IN=1
 };
+
+// The store prefix of generation `g`'s keys: "gen<g>/".
+std::string GenerationPrefix(int generation);
 
 // The variables the launcher sets itself; an inherited value of any of these
 // is replaced.

@@ -47,6 +47,10 @@ struct RendezvousInfo {
   // started, so that the store sees nodes, not ranks; those ranks must
   // then not check in themselves (their rank keys are taken). 1: this rank.
   int check_in_ranks = 1;
+  // This rank was checked in by its node's launcher before it started
+  // (SYNCLINE_NODE_CHECKED_IN=1, with store_hosted): ConnectRendezvousStore
+  // then only connects, since the job has met already.
+  bool node_checked_in = false;
 };
 
 // Reads a variable; tests pass their own lookup instead of getenv.
@@ -76,8 +80,9 @@ absl::StatusOr<RendezvousInfo> ResolveRendezvous(int rank, int world_size,
 // World size 1: an in-memory store. Otherwise rank 0 hosts a TcpStoreServer on
 // master_addr:master_port unless a launcher already does, and every rank
 // connects to it. Then every rank checks in (RendezvousCheckIn); the call
-// returns once all `world_size` ranks have, or fails after `timeout`.
-// Blocking; call it once per rank and job.
+// returns once all `world_size` ranks have, or fails after `timeout`. A rank
+// whose launcher checked its node in already (info.node_checked_in) only
+// connects. Blocking; call it once per rank and job.
 absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
     const RendezvousInfo& info, absl::Duration timeout);
 
@@ -104,6 +109,18 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectRendezvousStore(
 //   SL_RETURN_IF_ERROR(RendezvousCheckIn(*store, info, absl::Seconds(300)));
 absl::Status RendezvousCheckIn(Store& store, const RendezvousInfo& info,
                                absl::Duration timeout);
+
+// AbandonRendezvousCheckIn()
+//
+// Ends the check-in on `store` for everyone: unless a verdict stands already,
+// `reason` (not OK) becomes the job's verdict, and every rank waiting in
+// RendezvousCheckIn() returns it at once. For a launcher that learns, while
+// its node's check-in waits, that the job cannot meet (it was interrupted, or
+// another node failed). Returns an error only when the store is unreachable.
+//
+// Example:
+//   (void)AbandonRendezvousCheckIn(*store, absl::AbortedError("node 3 failed"));
+absl::Status AbandonRendezvousCheckIn(Store& store, const absl::Status& reason);
 
 }  // namespace syncline
 

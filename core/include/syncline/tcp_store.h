@@ -20,7 +20,11 @@
 //
 // TcpStore (the client) connects with retries until its timeout, checks the
 // handshake (so it notices a foreign program on the port), and sends one
-// request at a time. It is thread-safe (requests are serialized).
+// request at a time. It is thread-safe (requests are serialized). A listener
+// that answers the handshake wrongly is final ("not a Syncline store"); one
+// that does not answer in time is retried with jittered backoff, since an
+// overloaded store looks the same until it catches up, and at the timeout the
+// error names both possibilities.
 //
 // Example:
 //   SL_ASSIGN_OR_RETURN(auto server, TcpStoreServer::Start({.host="127.0.0.1"}));
@@ -68,7 +72,8 @@ struct TcpStoreServerOptions {
   absl::Duration handshake_timeout = absl::Seconds(10);
   // Total bytes of keys and values held. A SET, ADD or compare-set beyond it
   // gets an error reply naming the quota (the client returns it as a
-  // status); nothing stored is dropped.
+  // status); nothing stored is dropped. Hosts of a job's store take it from
+  // SYNCLINE_STORE_MAX_BYTES (JobStoreOptions).
   size_t max_store_bytes = size_t{1} << 30;
   // When non-empty, clients must present this token in the handshake
   // (SYNCLINE_STORE_TOKEN); others are refused and logged with their address.
@@ -82,6 +87,22 @@ inline int StoreMaxConnectionsFor(int world_size) {
   int64_t n = int64_t{world_size} * 2 + 64;
   return static_cast<int>(n < 4096 ? 4096 : (n > (1 << 30) ? (1 << 30) : n));
 }
+
+// JobStoreOptions()
+//
+// The options of a server that hosts a job's store (rank 0's without a
+// launcher, syncline-run's with one): bound to host:port, its connection cap
+// sized for `world_size`, keys and values held to SYNCLINE_STORE_MAX_BYTES,
+// and `token` demanded when not empty. Fails with InvalidArgument, naming the
+// variable, when SYNCLINE_STORE_MAX_BYTES is not a whole number of at least 1.
+//
+// Example:
+//   SL_ASSIGN_OR_RETURN(TcpStoreServerOptions o,
+//                       JobStoreOptions("127.0.0.1", 29500, 8, token));
+//   SL_ASSIGN_OR_RETURN(auto server, TcpStoreServer::Start(o));
+absl::StatusOr<TcpStoreServerOptions> JobStoreOptions(const std::string& host, int port,
+                                                      int world_size,
+                                                      const std::string& token);
 
 class TcpStoreServer {
  public:
@@ -108,6 +129,10 @@ struct TcpStoreClientOptions {
   int port = 0;
   // How long to keep retrying the connection and handshake.
   absl::Duration connect_timeout = absl::Seconds(60);
+  // How long one attempt waits for the server's handshake reply before it
+  // closes the connection and tries again (an overloaded store may not have
+  // accepted it yet).
+  absl::Duration handshake_timeout = absl::Seconds(10);
   std::string token;  // presented in the handshake (SYNCLINE_STORE_TOKEN)
 };
 
