@@ -700,6 +700,8 @@ TEST(LauncherTest, EachNodeChecksInOnceForItsRanksAndAnotherJobIsStillRefused) {
   EXPECT_THAT(r.output, HasSubstr("[rank 0] intruder: FAILED_PRECONDITION"));
   EXPECT_THAT(r.output, HasSubstr("belongs to another job"));
   EXPECT_THAT(r.output, HasSubstr("Two jobs share MASTER_ADDR:MASTER_PORT"));
+  // The job that holds the store is named with where its id came from.
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("job '[0-9a-f]+' \\(from syncline-run \\(random\\)\\)"));
 }
 
 }  // namespace

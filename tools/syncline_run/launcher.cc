@@ -178,12 +178,12 @@ absl::Status Launcher::ResolveJob() {
     job_id_source_ = env.source;
   } else if (options_.node_rank == 0) {
     SL_ASSIGN_OR_RETURN(job_id_, RandomHex(16));
-    job_id_source_ = "drawn by syncline-run";
+    job_id_source_ = "syncline-run (random)";
   }
   if (group_ == nullptr) return absl::OkStatus();
   std::string own = job_id_;
   SL_ASSIGN_OR_RETURN(job_id_, group_->ShareJobId(own, timeout_));
-  if (own.empty()) job_id_source_ = "drawn by node 0's syncline-run";
+  if (own.empty()) job_id_source_ = "node 0's syncline-run (random)";
   return absl::OkStatus();
 }
 
