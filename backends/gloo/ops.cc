@@ -4,7 +4,6 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/common/reduce.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/alltoall.h"
@@ -13,6 +12,7 @@
 #include "gloo/context.h"
 #include "gloo/reduce.h"
 #include "gloo/transport/unbound_buffer.h"
+#include "syncline/plugin_sdk/reduce.h"
 
 namespace syncline::gloo_backend {
 namespace {

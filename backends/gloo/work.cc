@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <utility>
 
-#include "backends/common/error.h"
-#include "backends/common/reduce.h"
 #include "gloo/transport/unbound_buffer.h"
+#include "syncline/plugin_sdk/error.h"
+#include "syncline/plugin_sdk/reduce.h"
 
 namespace syncline::gloo_backend {
 Request::Request(const sl_op_t& op) : op_(op), clock_(op.timeout_ms) {}

@@ -23,8 +23,8 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "backends/common/op_clock.h"
 #include "syncline/plugin_abi.h"
+#include "syncline/plugin_sdk/op_clock.h"
 
 namespace gloo::transport {
 class UnboundBuffer;

@@ -3,7 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 
-#include "backends/common/reduce.h"
+#include "syncline/plugin_sdk/reduce.h"
 
 namespace syncline::nccl_backend {
 namespace {

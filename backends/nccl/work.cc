@@ -6,8 +6,8 @@
 #include <thread>
 #include <utility>
 
-#include "backends/common/error.h"
-#include "backends/common/reduce.h"
+#include "syncline/plugin_sdk/error.h"
+#include "syncline/plugin_sdk/reduce.h"
 
 namespace syncline::nccl_backend {
 namespace {

@@ -37,9 +37,9 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "backends/common/op_clock.h"
 #include "backends/nccl/cuda_handles.h"
 #include "syncline/plugin_abi.h"
+#include "syncline/plugin_sdk/op_clock.h"
 
 namespace syncline::nccl_backend {
 

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <utility>
 
-#include "backends/common/error.h"
-#include "backends/common/reduce.h"
 #include "backends/ucx/transport.h"
+#include "syncline/plugin_sdk/error.h"
+#include "syncline/plugin_sdk/reduce.h"
 
 namespace syncline::ucx_backend {
 namespace {

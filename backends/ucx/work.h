@@ -26,8 +26,8 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "backends/common/op_clock.h"
 #include "syncline/plugin_abi.h"
+#include "syncline/plugin_sdk/op_clock.h"
 
 namespace syncline::ucx_backend {
 

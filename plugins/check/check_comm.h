@@ -41,7 +41,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "plugins/check/fingerprint.h"
-#include "plugins/common/interposer.h"
+#include "syncline/plugin_sdk/interposer.h"
 
 namespace syncline::plugin::check {
 

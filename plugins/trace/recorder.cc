@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "plugins/common/op_format.h"
+#include "syncline/plugin_sdk/op_format.h"
 
 namespace syncline::plugin::trace {
 namespace {

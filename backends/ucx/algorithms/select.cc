@@ -46,8 +46,8 @@
 #include <optional>
 #include <string>
 
-#include "backends/common/reduce.h"
 #include "backends/ucx/algorithms/algorithms.h"
+#include "syncline/plugin_sdk/reduce.h"
 
 namespace syncline::ucx_backend {
 namespace {

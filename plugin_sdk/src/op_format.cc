@@ -1,5 +1,5 @@
 // op_format.cc: see op_format.h.
-#include "plugins/common/op_format.h"
+#include "syncline/plugin_sdk/op_format.h"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "backends/common/reduce.h"
+#include "syncline/plugin_sdk/reduce.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "backends/common/half.h"
+#include "syncline/plugin_sdk/half.h"
 
 namespace syncline::backend {
 namespace {

@@ -5,14 +5,14 @@
 // its own comm_create, an instance of CommCreateAt<N> bound to slot N, which
 // holds that table's `next`. Every other entry point finds `next` through
 // the WrappedComm or WrappedRequest it is handed.
-#include "plugins/common/interposer.h"
+#include "syncline/plugin_sdk/interposer.h"
 
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "backends/common/error.h"
+#include "syncline/plugin_sdk/error.h"
 
 namespace syncline::plugin {
 namespace {
