@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "backend_catalog.h"
 #include "communicator_impl.h"
 #include "loader.h"
 #include "store_adapter.h"
@@ -120,7 +121,7 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
           "the buffer is on %s, but backend %s handles %s buffers only; use a "
           "communicator whose backend accepts %s buffers (SYNCLINE_BACKEND=%s)",
           data.device.ToString(), impl_->name, DeviceNames(caps.device_mask),
-          data.device.is_cuda() ? "cuda" : "cpu", data.device.is_cuda() ? "nccl" : "gloo or ucx"));
+          data.device.is_cuda() ? "cuda" : "cpu", internal::BackendsFor(data.device.is_cuda())));
     }
     if (!HasBit(caps.dtype_mask, static_cast<int>(data.dtype))) {
       return absl::UnimplementedError(absl::StrCat(
