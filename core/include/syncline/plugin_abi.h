@@ -23,7 +23,9 @@
  * hands the core and every interposer a copy of such a short table, zero
  * extended to the loader's sizeof(sl_backend_v1_t), so code in the core never
  * reads past what the plugin provided. A table below the minimum, or of
- * another `abi_version`, is refused with the reason.
+ * another `abi_version`, is refused with the reason. tests/core/frozen_abi/
+ * keeps a verbatim copy of each released layout; a backend built against it
+ * must keep loading and working (split_test's FrozenAbi).
  *
  * Threading: plugins must allow `post`, `request_*` and `comm_abort` to be called
  * from any thread. Calls on one communicator that post ops are serialized by the
