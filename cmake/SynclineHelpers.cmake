@@ -22,19 +22,6 @@ function(syncline_add_test)
     PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${labels}")
 endfunction()
 
-# syncline_add_backend(NAME gloo SOURCES ... LIBS ...)
-#
-# A backend plugin: a MODULE library libsyncline-backend-<name>.so that
-# exports only syncline_backend_plugin_v1.
-function(syncline_add_backend)
-  cmake_parse_arguments(B "" "NAME" "SOURCES;LIBS" ${ARGN})
-  set(target syncline-backend-${B_NAME})
-  add_library(${target} MODULE ${B_SOURCES})
-  set_target_properties(${target} PROPERTIES PREFIX "lib")
-  target_link_libraries(${target} PRIVATE syncline::abi ${B_LIBS})
-  install(TARGETS ${target} LIBRARY DESTINATION ${SYNCLINE_PLUGIN_INSTALL_DIR})
-endfunction()
-
 # syncline_standard_cxx17(target)
 #
 # Makes a compiler extension or a later standard's feature (a C++20

@@ -14,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "backends/common/error.h"
 #include "backends/common/socket_iface.h"
 #include "backends/gloo/ops.h"
 #include "backends/gloo/store_adapter.h"
@@ -24,6 +23,7 @@
 #include "gloo/transport/tcp/address.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
+#include "syncline/plugin_sdk/error.h"
 
 namespace syncline::gloo_backend {
 namespace {

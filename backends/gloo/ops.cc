@@ -4,7 +4,6 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/common/reduce.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/alltoall.h"
@@ -13,13 +12,13 @@
 #include "gloo/context.h"
 #include "gloo/reduce.h"
 #include "gloo/transport/unbound_buffer.h"
+#include "syncline/plugin_sdk/reduce.h"
+#include "syncline/plugin_sdk/validate.h"
 
 namespace syncline::gloo_backend {
 namespace {
 
 using backend::SlDivideBy;
-using backend::SlDtypeName;
-using backend::SlOpKindName;
 
 // Point-to-point slots live far above Gloo's collective slot prefixes
 // (Slot::build puts an 8-bit prefix in the top byte), so a user tag can never
@@ -187,104 +186,12 @@ const sl_buffer_t& DataBuffer(const sl_op_t& op) {
   }
 }
 
-bool IsCpu(const sl_buffer_t& b) { return b.device == SL_DEVICE_CPU; }
-
 }  // namespace
 
 sl_result_t ValidateOp(const sl_op_t& op, int rank, int size, std::string* message) {
-  const int kind = static_cast<int>(op.kind);
-  if (kind < 0 || kind >= SL_OP_KIND_COUNT) {
-    *message = "unknown op kind " + std::to_string(kind);
-    return SL_ERR_INVALID_ARGUMENT;
-  }
-  const std::string what =
-      std::string(SlOpKindName(op.kind)) + " #" + std::to_string(op.seq);
-  if (op.kind == SL_OP_BARRIER) return SL_OK;
-
-  const bool uses_send = op.kind != SL_OP_BROADCAST && op.kind != SL_OP_RECV;
-  const bool uses_recv =
-      op.kind != SL_OP_SEND && (op.kind != SL_OP_REDUCE || rank == op.root);
-  const sl_buffer_t& data = DataBuffer(op);
-  const bool in_place_allreduce = op.kind == SL_OP_ALLREDUCE && op.send.data == nullptr;
-  if ((uses_send && !IsCpu(op.send)) || (uses_recv && !IsCpu(op.recv))) {
-    *message = what +
-               ": the gloo backend handles CPU buffers only, got a CUDA "
-               "buffer (use SYNCLINE_BACKEND=nccl or cpu:gloo,cuda:nccl)";
-    return SL_ERR_UNSUPPORTED;
-  }
-  if (!backend::SlIsValidDtype(data.dtype)) {
-    *message = what + ": invalid dtype " + std::to_string(static_cast<int>(data.dtype));
-    return SL_ERR_INVALID_ARGUMENT;
-  }
-  if (uses_send && uses_recv && !in_place_allreduce && op.send.dtype != op.recv.dtype) {
-    *message = what + ": send is " + SlDtypeName(op.send.dtype) + " but recv is " +
-               SlDtypeName(op.recv.dtype);
-    return SL_ERR_INVALID_ARGUMENT;
-  }
-  const bool reduces = op.kind == SL_OP_ALLREDUCE || op.kind == SL_OP_REDUCE ||
-                       op.kind == SL_OP_REDUCE_SCATTER;
-  if (reduces && !backend::SlIsValidRedop(op.redop)) {
-    *message = what + ": invalid reduce op " + std::to_string(static_cast<int>(op.redop));
-    return SL_ERR_INVALID_ARGUMENT;
-  }
-  if ((op.kind == SL_OP_BROADCAST || op.kind == SL_OP_REDUCE) &&
-      (op.root < 0 || op.root >= size)) {
-    *message = what + ": root " + std::to_string(op.root) + " is outside the group of " +
-               std::to_string(size);
-    return SL_ERR_INVALID_ARGUMENT;
-  }
-  if (op.kind == SL_OP_SEND || op.kind == SL_OP_RECV) {
-    if (op.peer < 0 || op.peer >= size || op.peer == rank) {
-      *message = what + ": peer " + std::to_string(op.peer) +
-                 " is not another rank of this group of " + std::to_string(size) +
-                 " (this is rank " + std::to_string(rank) + ")";
-      return SL_ERR_INVALID_ARGUMENT;
-    }
-  }
-  // Element counts, per the table in plugin_abi.h.
-  const size_t p = static_cast<size_t>(size);
-  size_t want_recv = op.recv.count;
-  switch (op.kind) {
-    case SL_OP_ALLREDUCE:
-      want_recv = in_place_allreduce ? op.recv.count : op.send.count;
-      break;
-    case SL_OP_REDUCE:
-      want_recv = rank == op.root ? op.send.count : op.recv.count;
-      break;
-    case SL_OP_ALLGATHER:
-      want_recv = op.send.count * p;
-      break;
-    case SL_OP_REDUCE_SCATTER:
-      if (op.send.count != op.recv.count * p) {
-        *message = what + ": send has " + std::to_string(op.send.count) +
-                   " elements, expected recv count x world size = " +
-                   std::to_string(op.recv.count * p);
-        return SL_ERR_INVALID_ARGUMENT;
-      }
-      break;
-    case SL_OP_ALLTOALL:
-      if (op.send.count % p != 0) {
-        *message = what + ": send has " + std::to_string(op.send.count) +
-                   " elements, not a multiple of the world size " + std::to_string(size);
-        return SL_ERR_INVALID_ARGUMENT;
-      }
-      want_recv = op.send.count;
-      break;
-    default:
-      break;
-  }
-  if (op.recv.count != want_recv) {
-    *message = what + ": recv has " + std::to_string(op.recv.count) +
-               " elements, expected " + std::to_string(want_recv);
-    return SL_ERR_INVALID_ARGUMENT;
-  }
-  if ((uses_send && !in_place_allreduce && op.send.count > 0 &&
-       op.send.data == nullptr) ||
-      (uses_recv && op.recv.count > 0 && op.recv.data == nullptr)) {
-    *message = what + ": null buffer with a non-zero count";
-    return SL_ERR_INVALID_ARGUMENT;
-  }
-  return SL_OK;
+  static const backend::SlOpRules kRules = {
+      "gloo", SL_DEVICE_CPU, -1, "use SYNCLINE_BACKEND=nccl or a map such as cpu:gloo,cuda:nccl"};
+  return backend::SlValidateOp(op, rank, size, kRules, message);
 }
 
 void RunCollective(const std::shared_ptr<::gloo::Context>& context, const sl_op_t& op,

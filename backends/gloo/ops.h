@@ -8,7 +8,7 @@
 // never be taken for op N+1.
 //
 // Reductions go through Gloo's custom reduce-function hook with the kernels
-// of backends/common, which is what makes f16, bf16 and every integer type
+// of the plugin SDK, which is what makes f16, bf16 and every integer type
 // work; AVG is a SUM followed by one division of the final result.
 //
 // Errors: these functions throw whatever Gloo throws (gloo::IoException on a
@@ -34,9 +34,9 @@ namespace syncline::gloo_backend {
 
 // ValidateOp()
 //
-// Checks `op` against the buffer conventions of plugin_abi.h for a group of
-// `size` ranks where this process is `rank`. Returns SL_OK or an error code
-// with `*message` saying what is wrong.
+// The plugin SDK's SlValidateOp (validate.h) with Gloo's rules: CPU
+// buffers only. Returns SL_OK or an error code with `*message` saying what
+// is wrong.
 sl_result_t ValidateOp(const sl_op_t& op, int rank, int size, std::string* message);
 
 // RunCollective()

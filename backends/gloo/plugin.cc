@@ -10,16 +10,16 @@
 // CPU buffers only.
 #include <memory>
 
-#include "backends/common/plugin_table.h"
 #include "backends/gloo/communicator.h"
 #include "backends/gloo/work.h"
 #include "gloo/config.h"
 #include "syncline/plugin_abi.h"
+#include "syncline/plugin_sdk/plugin_table.h"
 
 namespace syncline::gloo_backend {
 namespace {
 
-// The adapter entries are backends/common/plugin_table.h's, over these classes.
+// The adapter entries are syncline/plugin_sdk/plugin_table.h's, over these classes.
 struct Traits {
   using Communicator = syncline::gloo_backend::Communicator;
   using Handle = sl_request;  // defined in work.h

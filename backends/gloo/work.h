@@ -9,22 +9,23 @@
 // Lifecycle: created by Communicator::Post (pending) -> Complete() exactly
 // once, by the thread that ran the op, by Abort (SL_ERR_ABORTED), or by
 // validation that fails late. Later Complete() calls are ignored, so an op
-// that ends after an abort does not overwrite the ABORTED result.
+// that ends after an abort does not overwrite the ABORTED result. The
+// outcome, and request_test's and request_wait's answers from it, are the
+// plugin SDK's OpOutcome (completion.h).
 //
 // Thread safety: every method may be called from any thread.
 #ifndef SYNCLINE_BACKENDS_GLOO_WORK_H_
 #define SYNCLINE_BACKENDS_GLOO_WORK_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
+#include <utility>
 
-#include "absl/base/thread_annotations.h"
-#include "backends/common/op_clock.h"
 #include "syncline/plugin_abi.h"
+#include "syncline/plugin_sdk/completion.h"
+#include "syncline/plugin_sdk/op_clock.h"
 
 namespace gloo::transport {
 class UnboundBuffer;
@@ -50,9 +51,11 @@ class Request {
   std::string Describe() const;
 
   // Completes the request; returns false (and changes nothing) if it had
-  // already completed.
-  bool Complete(sl_result_t code, std::string message);
-  bool done() const;
+  // already completed (completion.h).
+  bool Complete(sl_result_t code, std::string message) {
+    return outcome_.Complete(code, std::move(message));
+  }
+  bool done() const { return outcome_.done(); }
 
   // request_test / request_wait: see plugin_abi.h for the contract.
   sl_result_t Test(int* done, sl_error_t* err) const;
@@ -64,18 +67,11 @@ class Request {
   gloo::transport::UnboundBuffer* buffer() const { return buffer_.get(); }
 
  private:
-  sl_result_t ResultLocked(sl_error_t* err) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
   const sl_op_t op_;
   backend::OpClock clock_;
   // Set before the request is shared with the p2p thread, then immutable.
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
-
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  sl_result_t code_ ABSL_GUARDED_BY(mu_) = SL_OK;
-  std::string message_ ABSL_GUARDED_BY(mu_);
+  backend::OpOutcome outcome_;
 };
 
 }  // namespace syncline::gloo_backend

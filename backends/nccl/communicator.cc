@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "backends/common/error.h"
 #include "backends/nccl/ops.h"
+#include "syncline/plugin_sdk/error.h"
 
 namespace syncline::nccl_backend {
 namespace {

@@ -34,7 +34,10 @@ const sl_buffer_t& DataBuffer(const sl_op_t& op);
 
 // ValidateOp()
 //
-// SL_OK, or the code with a reason in `message` (without the "nccl " prefix).
+// The plugin SDK's SlValidateOp (validate.h) with NCCL's rules (CUDA
+// buffers of the communicator's device), then what only NCCL refuses (an
+// alltoall in place). SL_OK, or the code with a reason in `message` (without
+// the "nccl " prefix).
 sl_result_t ValidateOp(const sl_op_t& op, int rank, int size, int device,
                        std::string* message);
 

@@ -15,7 +15,7 @@
 // including bf16); every reduction, AVG included (ncclAvg), on every dtype;
 // CUDA buffers only.
 //
-// Beyond backends/common/plugin_table.h's entries, this table fills the two
+// Beyond syncline/plugin_sdk/plugin_table.h's entries, this table fills the two
 // optional ones:
 //   comm_split           ncclCommSplit (split.cc), when built against NCCL
 //                        2.18 or newer; NULL before, so that the core builds
@@ -29,17 +29,17 @@
 #include <cstdio>
 #include <memory>
 
-#include "backends/common/error.h"
-#include "backends/common/plugin_table.h"
 #include "backends/nccl/communicator.h"
 #include "backends/nccl/ops.h"
 #include "backends/nccl/work.h"
 #include "syncline/plugin_abi.h"
+#include "syncline/plugin_sdk/error.h"
+#include "syncline/plugin_sdk/plugin_table.h"
 
 namespace syncline::nccl_backend {
 namespace {
 
-// The adapter entries are backends/common/plugin_table.h's, over these classes.
+// The adapter entries are syncline/plugin_sdk/plugin_table.h's, over these classes.
 struct Traits {
   using Communicator = syncline::nccl_backend::Communicator;
   using Handle = sl_request;  // defined in work.h

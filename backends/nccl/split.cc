@@ -8,8 +8,8 @@
 #include <thread>
 #include <utility>
 
-#include "backends/common/error.h"
 #include "backends/nccl/communicator.h"
+#include "syncline/plugin_sdk/error.h"
 
 namespace syncline::nccl_backend {
 

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "backends/common/reduce.h"
 #include "backends/nccl/communicator.h"
+#include "syncline/plugin_sdk/reduce.h"
 
 namespace syncline::nccl_backend {
 

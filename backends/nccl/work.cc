@@ -1,13 +1,12 @@
 #include "backends/nccl/work.h"
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
 #include <thread>
 #include <utility>
 
-#include "backends/common/error.h"
-#include "backends/common/reduce.h"
+#include "syncline/plugin_sdk/error.h"
+#include "syncline/plugin_sdk/reduce.h"
 
 namespace syncline::nccl_backend {
 namespace {
@@ -33,16 +32,7 @@ std::string Request::Describe() const {
 
 bool Request::Complete(sl_result_t code, std::string message) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (done_) return false;
-  done_ = true;
-  code_ = code;
-  message_ = std::move(message);
-  return true;
-}
-
-bool Request::done() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return done_;
+  return outcome_.Complete(code, std::move(message));
 }
 
 void Request::Condemn() {
@@ -53,7 +43,7 @@ void Request::Condemn() {
 bool Request::Poll() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (done_ || condemned_) return done_;
+    if (outcome_.done() || condemned_) return outcome_.done();
   }
   const cudaError_t rc = cudaEventQuery(done_event_.get());
   if (rc == cudaErrorNotReady) return false;
@@ -61,9 +51,8 @@ bool Request::Poll() {
     // Unless Condemn() ran meanwhile: the event may then have completed
     // because the abort ended the kernel.
     std::lock_guard<std::mutex> lock(mu_);
-    if (done_ || condemned_) return done_;
-    done_ = true;
-    code_ = SL_OK;
+    if (outcome_.done() || condemned_) return outcome_.done();
+    outcome_.Complete(SL_OK, "");
   } else {
     // A sticky device error (e.g. an illegal address in another kernel):
     // the op cannot be trusted to have finished.
@@ -75,36 +64,20 @@ bool Request::Poll() {
   return true;
 }
 
-sl_result_t Request::Result(sl_error_t* err) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return backend::SlReport(err, code_, message_);
-}
-
 sl_result_t Request::Test(int* done, sl_error_t* err) {
-  if (!Poll()) {
-    *done = 0;
-    backend::SlClearError(err);
-    return SL_OK;
-  }
-  *done = 1;
-  return Result(err);
+  Poll();
+  return outcome_.Test(done, err);
 }
 
 sl_result_t Request::Wait(int64_t timeout_ms, sl_error_t* err) {
   const Clock::time_point start = Clock::now();
-  const Clock::time_point limit = timeout_ms < 0
-                                      ? Clock::time_point::max()
-                                      : start + std::chrono::milliseconds(timeout_ms);
+  const Clock::time_point limit = backend::SlWaitLimit(timeout_ms);
   std::chrono::microseconds sleep = kFirstSleep;
   for (;;) {
-    if (Poll()) return Result(err);
+    if (Poll()) return outcome_.Report(err);
     const Clock::time_point now = Clock::now();
     if (now >= limit) {
-      return backend::SlSetError(
-          err, SL_ERR_TIMEOUT,
-          "nccl %s on %s: wait timed out after %" PRId64
-          " ms; the op is still running (wait again, or abort the communicator)",
-          Describe().c_str(), where_.c_str(), timeout_ms);
+      return backend::SlWaitTimedOut(err, "nccl " + Describe() + " on " + where_, timeout_ms);
     }
     if (now - start < kSpinFor) {
       std::this_thread::yield();
@@ -117,7 +90,7 @@ sl_result_t Request::Wait(int64_t timeout_ms, sl_error_t* err) {
 
 sl_result_t Request::StreamWait(void* stream, sl_error_t* err) {
   // An op that already ended needs no wait; one that failed reports it now.
-  if (Poll()) return Result(err);
+  if (Poll()) return outcome_.Report(err);
   ScopedDevice on(device_);
   cudaError_t rc = on.status();
   if (rc == cudaSuccess) {

@@ -37,9 +37,10 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "backends/common/op_clock.h"
 #include "backends/nccl/cuda_handles.h"
 #include "syncline/plugin_abi.h"
+#include "syncline/plugin_sdk/completion.h"
+#include "syncline/plugin_sdk/op_clock.h"
 
 namespace syncline::nccl_backend {
 
@@ -87,8 +88,6 @@ class Request {
   sl_result_t StreamWait(void* stream, sl_error_t* err);
 
  private:
-  bool done() const;
-  sl_result_t Result(sl_error_t* err) const;
 
   const sl_op_t op_;
   const std::string where_;
@@ -97,11 +96,11 @@ class Request {
   // Recorded once by Post() before the request is shared; then only queried.
   const Event done_event_;
 
+  // mu_ orders Condemn() against the event's success in Poll(): a request
+  // completes through outcome_ while holding it.
   mutable std::mutex mu_;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool condemned_ ABSL_GUARDED_BY(mu_) = false;
-  sl_result_t code_ ABSL_GUARDED_BY(mu_) = SL_OK;
-  std::string message_ ABSL_GUARDED_BY(mu_);
+  backend::OpOutcome outcome_;
 };
 
 }  // namespace syncline::nccl_backend

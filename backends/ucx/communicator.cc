@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <utility>
 
-#include "backends/common/error.h"
 #include "backends/ucx/algorithms/algorithms.h"
 #include "backends/ucx/split_plan.h"
 #include "backends/ucx/tag.h"
+#include "syncline/plugin_sdk/error.h"
 
 namespace syncline::ucx_backend {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <utility>
 
-#include "backends/common/reduce.h"
 #include "backends/ucx/tag.h"
+#include "syncline/plugin_sdk/reduce.h"
 
 namespace syncline::ucx_backend {
 

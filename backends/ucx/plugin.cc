@@ -6,20 +6,20 @@
 // SlGuard (no exception crosses the ABI) and returns the result code.
 //
 // Capabilities: CPU buffers; every op, every dtype, every reduction on
-// every dtype (reductions use backends/common's kernels). comm_split is
+// every dtype (reductions use the plugin SDK's kernels). comm_split is
 // set: a split child shares its parent's worker and endpoints and gets a
 // tag space of its own (communicator.h, transport.h).
 #include <memory>
 
-#include "backends/common/plugin_table.h"
 #include "backends/ucx/communicator.h"
 #include "backends/ucx/work.h"
 #include "syncline/plugin_abi.h"
+#include "syncline/plugin_sdk/plugin_table.h"
 
 namespace syncline::ucx_backend {
 namespace {
 
-// The adapter entries are backends/common/plugin_table.h's, over these classes.
+// The adapter entries are syncline/plugin_sdk/plugin_table.h's, over these classes.
 struct Traits {
   using Communicator = syncline::ucx_backend::Communicator;
   using Handle = sl_request;  // defined in work.h

@@ -18,16 +18,14 @@
 #ifndef SYNCLINE_BACKENDS_UCX_WORK_H_
 #define SYNCLINE_BACKENDS_UCX_WORK_H_
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
-#include "backends/common/op_clock.h"
 #include "syncline/plugin_abi.h"
+#include "syncline/plugin_sdk/completion.h"
+#include "syncline/plugin_sdk/op_clock.h"
 
 namespace syncline::ucx_backend {
 
@@ -57,14 +55,14 @@ class Request {
   // Completes the request; false (and no change) if it already was.
   bool Complete(sl_result_t code, std::string message);
   // Lock-free, for the waiters' polling loops.
-  bool done() const { return done_.load(std::memory_order_acquire); }
+  bool done() const { return outcome_.done(); }
 
   // request_test / request_wait: see plugin_abi.h for the contract.
   sl_result_t Test(int* done, sl_error_t* err);
   sl_result_t Wait(int64_t timeout_ms, sl_error_t* err);
 
   // The result once done(); fills `err` with the message on failure.
-  sl_result_t Result(sl_error_t* err) const;
+  sl_result_t Result(sl_error_t* err) const { return outcome_.Report(err); }
 
  private:
   Transport* const transport_;
@@ -72,11 +70,7 @@ class Request {
   const std::string label_;
   const int group_size_;
   backend::OpClock clock_;
-
-  mutable std::mutex mu_;
-  std::atomic<bool> done_{false};
-  sl_result_t code_ ABSL_GUARDED_BY(mu_) = SL_OK;
-  std::string message_ ABSL_GUARDED_BY(mu_);
+  backend::OpOutcome outcome_;
 };
 
 }  // namespace syncline::ucx_backend

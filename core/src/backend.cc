@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "backend_catalog.h"
 #include "syncline/env.h"
 
 namespace syncline::internal {
@@ -31,9 +32,9 @@ absl::StatusOr<std::string> ChooseBackend(const std::string& raw, Device device)
     }
     return absl::InvalidArgumentError(absl::StrCat(
         "SYNCLINE_BACKEND='", raw, "' names no backend for ", device_key,
-        " buffers; add e.g. ", device_key, ":", device.is_cuda() ? "nccl" : "gloo"));
+        " buffers; add e.g. ", device_key, ":", DefaultBackend(device.is_cuda())));
   }
-  if (spec == "auto") return std::string(device.is_cuda() ? "nccl" : "gloo");
+  if (spec == "auto") return std::string(DefaultBackend(device.is_cuda()));
   return spec;
 }
 

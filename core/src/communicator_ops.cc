@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "backend_catalog.h"
 #include "communicator_impl.h"
 #include "loader.h"
 #include "store_adapter.h"
@@ -21,11 +22,10 @@
 
 namespace syncline {
 
-namespace {
+static_assert(Communicator::kP2pSeqBit == SL_SEQ_P2P_BIT,
+              "the p2p bit is the one plugin_abi.h reserves");
 
-const char* const kOpNames[] = {"allreduce", "broadcast",      "reduce",
-                                "allgather", "reduce_scatter", "alltoall",
-                                "barrier",   "send",           "recv"};
+namespace {
 
 bool HasBit(uint32_t mask, int bit) { return (mask >> bit) & 1u; }
 
@@ -51,6 +51,8 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
     uint32_t tag, absl::Duration timeout) {
   std::lock_guard<std::mutex> lock(impl_->post_mu);
   const sl_op_kind_t op_kind = static_cast<sl_op_kind_t>(kind);
+  const char* kind_name = sl_op_kind_name(op_kind);
+  if (kind_name == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown op kind ", kind));
   // Point-to-point ops need not be issued alike on every rank, so they must
   // not shift the collectives' numbering.
   const bool p2p = op_kind == SL_OP_SEND || op_kind == SL_OP_RECV;
@@ -58,8 +60,8 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
   const bool reduces = op_kind == SL_OP_ALLREDUCE || op_kind == SL_OP_REDUCE ||
                        op_kind == SL_OP_REDUCE_SCATTER;
   const BufferView& data = op_kind == SL_OP_RECV || op_kind == SL_OP_BROADCAST ? recv : send;
-  std::string context = p2p ? absl::StrFormat("%s p2p#%d", kOpNames[kind], seq & ~kP2pSeqBit)
-                            : absl::StrFormat("%s #%d", kOpNames[kind], seq);
+  std::string context = p2p ? absl::StrFormat("%s p2p#%d", kind_name, seq & ~kP2pSeqBit)
+                            : absl::StrFormat("%s #%d", kind_name, seq);
   if (op_kind != SL_OP_BARRIER) {
     absl::StrAppendFormat(&context, " (%s x %d", DataTypeName(data.dtype), data.count);
     if (reduces) absl::StrAppend(&context, ", ", ReduceOpName(static_cast<ReduceOp>(redop)));
@@ -119,7 +121,7 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
           "the buffer is on %s, but backend %s handles %s buffers only; use a "
           "communicator whose backend accepts %s buffers (SYNCLINE_BACKEND=%s)",
           data.device.ToString(), impl_->name, DeviceNames(caps.device_mask),
-          data.device.is_cuda() ? "cuda" : "cpu", data.device.is_cuda() ? "nccl" : "gloo or ucx"));
+          data.device.is_cuda() ? "cuda" : "cpu", internal::BackendsFor(data.device.is_cuda())));
     }
     if (!HasBit(caps.dtype_mask, static_cast<int>(data.dtype))) {
       return absl::UnimplementedError(absl::StrCat(
@@ -129,7 +131,7 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
   }
   if (!HasBit(caps.op_mask, kind)) {
     return absl::UnimplementedError(absl::StrCat(context, ": backend ", impl_->name,
-                                                 " does not implement ", kOpNames[kind]));
+                                                 " does not implement ", kind_name));
   }
   if (reduces && !HasBit(caps.reduce_dtype_mask[redop], static_cast<int>(data.dtype))) {
     return absl::UnimplementedError(absl::StrCat(

@@ -3,12 +3,14 @@
 
 #include <set>
 
+#include "backend_catalog.h"
 #include "loader.h"
 
 namespace syncline {
 
 std::vector<BackendProbe> ProbeBackends() {
-  std::set<std::string> names = {"gloo", "ucx", "nccl"};
+  // The tree's backends even when missing, and any other plugin found.
+  std::set<std::string> names(internal::KnownBackends().begin(), internal::KnownBackends().end());
   for (const std::string& n : internal::AvailableBackends()) names.insert(n);
   std::vector<BackendProbe> probes;
   for (const std::string& name : names) {

@@ -2,6 +2,7 @@
 #include "syncline/types.h"
 
 #include "absl/strings/str_cat.h"
+#include "syncline/plugin_abi.h"
 
 namespace syncline {
 
@@ -15,17 +16,21 @@ size_t DataTypeSize(DataType dtype) {
   return 0;
 }
 
+// The names are the C ABI's (plugin_abi.h), whose enums these mirror value
+// for value.
+static_assert(kNumDataTypes == SL_DTYPE_COUNT && kNumReduceOps == SL_REDOP_COUNT);
+static_assert(static_cast<int>(DataType::kInt64) == SL_I64 &&
+              static_cast<int>(DataType::kBFloat16) == SL_BF16 &&
+              static_cast<int>(ReduceOp::kAvg) == SL_AVG);
+
 const char* DataTypeName(DataType dtype) {
-  static const char* const kNames[] = {"f32", "f64", "f16", "bf16",
-                                       "i8",  "u8",  "i32", "i64"};
-  int i = static_cast<int>(dtype);
-  return (i >= 0 && i < kNumDataTypes) ? kNames[i] : "invalid-dtype";
+  const char* name = sl_dtype_name(static_cast<sl_dtype_t>(dtype));
+  return name != nullptr ? name : "invalid-dtype";
 }
 
 const char* ReduceOpName(ReduceOp op) {
-  static const char* const kNames[] = {"sum", "prod", "min", "max", "avg"};
-  int i = static_cast<int>(op);
-  return (i >= 0 && i < kNumReduceOps) ? kNames[i] : "invalid-op";
+  const char* name = sl_redop_name(static_cast<sl_redop_t>(op));
+  return name != nullptr ? name : "invalid-op";
 }
 
 absl::optional<DataType> ParseDataType(absl::string_view name) {

@@ -5,8 +5,8 @@
 #include <string>
 #include <utility>
 
-#include "backends/common/error.h"
-#include "plugins/common/op_format.h"
+#include "syncline/plugin_sdk/error.h"
+#include "syncline/plugin_sdk/op_format.h"
 
 namespace syncline::plugin::check {
 namespace {

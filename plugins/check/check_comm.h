@@ -41,11 +41,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "plugins/check/fingerprint.h"
-#include "plugins/common/interposer.h"
+#include "syncline/plugin_sdk/interposer.h"
 
 namespace syncline::plugin::check {
 
-constexpr uint64_t kExchangeSeqBits = (1ull << 63) | (1ull << 31);
+constexpr uint64_t kExchangeSeqBits = SL_SEQ_INTERPOSER_BIT | SL_SEQ_CHECK_BIT;
 
 struct CheckOptions {
   // Scan floating-point inputs for NaN/Inf (SYNCLINE_CHECK_NAN=1).

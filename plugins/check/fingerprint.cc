@@ -5,7 +5,7 @@
 #include <cstring>
 #include <tuple>
 
-#include "plugins/common/op_format.h"
+#include "syncline/plugin_sdk/op_format.h"
 
 namespace syncline::plugin::check {
 namespace {

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <memory>
 
-#include "backends/common/error.h"
 #include "plugins/check/check_comm.h"
-#include "plugins/common/interposer.h"
+#include "syncline/plugin_sdk/error.h"
+#include "syncline/plugin_sdk/interposer.h"
 
 namespace syncline::plugin::check {
 namespace {

@@ -22,10 +22,10 @@
 #include <thread>
 #include <vector>
 
-#include "backends/common/error.h"
-#include "plugins/common/interposer.h"
-#include "plugins/common/op_format.h"
 #include "plugins/faults/fault_spec.h"
+#include "syncline/plugin_sdk/error.h"
+#include "syncline/plugin_sdk/interposer.h"
+#include "syncline/plugin_sdk/op_format.h"
 
 namespace syncline::plugin::faults {
 namespace {

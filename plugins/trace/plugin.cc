@@ -11,9 +11,9 @@
 #include <memory>
 #include <string>
 
-#include "plugins/common/interposer.h"
-#include "plugins/common/op_format.h"
 #include "plugins/trace/recorder.h"
+#include "syncline/plugin_sdk/interposer.h"
+#include "syncline/plugin_sdk/op_format.h"
 
 namespace syncline::plugin::trace {
 namespace {

@@ -11,13 +11,13 @@
 #include <cstdlib>
 #include <map>
 
-#include "plugins/common/op_format.h"
+#include "syncline/plugin_sdk/op_format.h"
 
 namespace syncline::plugin::trace {
 namespace {
 
-// Send/recv sequence numbers carry this bit (see Communicator::kP2pSeqBit).
-constexpr uint64_t kP2pSeqBit = uint64_t{1} << 62;
+// Send/recv sequence numbers carry this bit (plugin_abi.h).
+constexpr uint64_t kP2pSeqBit = SL_SEQ_P2P_BIT;
 constexpr uint64_t kSeqMask = ~kP2pSeqBit;
 
 

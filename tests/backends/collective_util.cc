@@ -19,7 +19,7 @@ std::unique_ptr<Communicator> ConnectForTest(const std::string& backend,
 
 namespace {
 
-// Independent of backends/common/half.h on purpose: these only need to be
+// Independent of syncline/plugin_sdk/half.h on purpose: these only need to be
 // right for the exactly representable inputs the tests use (and to decode
 // any f16/bf16 the backend returns), so they are written the simple way.
 uint16_t EncodeHalfExact(float f) {

@@ -1,14 +1,15 @@
-// env_test.cc: the option table is complete and matches the README.
-#include "syncline/env.h"
-
+// env_test.cc: the option table is complete and matches the README and the
+// core's list of backends.
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include "backend_catalog.h"
 #include "common/scoped_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "syncline/communicator.h"
+#include "syncline/env.h"
 #include "syncline/store.h"
 
 namespace syncline {
@@ -32,6 +33,27 @@ TEST(EnvTable, EveryOptionHasADocString) {
     EXPECT_GT(std::string(o.doc).size(), 10u) << o.name;
     EXPECT_EQ(std::string(o.name).rfind("SYNCLINE_", 0), 0u) << o.name;
   }
+}
+
+// The doc string of SYNCLINE_BACKEND is text (the README table is made from
+// it), so it cannot be derived from the core's one list of backends: it is
+// checked against it, as are auto's choices.
+TEST(EnvTable, BackendDocNamesEveryBackendOfTheTree) {
+  std::string doc;
+  for (const EnvOption& o : EnvOptions()) {
+    if (std::string(o.name) == "SYNCLINE_BACKEND") doc = o.doc;
+  }
+  ASSERT_FALSE(doc.empty());
+  for (const std::string& name : internal::KnownBackends()) {
+    EXPECT_THAT(doc, ::testing::HasSubstr(name + ","))
+        << name << " is in backend_catalog.cc but not in SYNCLINE_BACKEND's doc string";
+  }
+  EXPECT_THAT(doc, ::testing::HasSubstr(std::string("auto picks ") +
+                                        internal::DefaultBackend(true) + " for CUDA"));
+  EXPECT_THAT(doc, ::testing::HasSubstr(std::string(internal::DefaultBackend(false)) +
+                                        " otherwise"));
+  EXPECT_EQ(internal::BackendsFor(false), "gloo or ucx");
+  EXPECT_EQ(internal::BackendsFor(true), "nccl");
 }
 
 TEST(EnvTable, MalformedNumbersAreRejectedWithTheVariableName) {

@@ -188,5 +188,34 @@ INSTANTIATE_TEST_SUITE_P(Core, SplitTest, ::testing::Bool(), [](const auto& info
   return info.param ? std::string("WithCommSplit") : std::string("WithoutCommSplit");
 });
 
+// The fake backend built against the frozen copy of the v1 header
+// (frozen_abi/), as a third party built it then: today's core loads it, runs
+// an op over it and splits it through its comm_split ("Versioning" in
+// plugin_abi.h).
+TEST(FrozenAbi, APluginBuiltAgainstTheV1HeaderLoadsRunsAndSplits) {
+  const char* saved = std::getenv("SYNCLINE_PLUGIN_PATH");
+  const std::string restore = saved != nullptr ? saved : "";
+  ::setenv("SYNCLINE_PLUGIN_PATH", FAKE_PLUGIN_DIR, 1);
+  ::unsetenv("SYNCLINE_PLUGINS");
+  CommunicatorOptions options;
+  options.rank = 0;
+  options.world_size = 1;
+  options.backend = "frozenv1";
+  options.store = MakeHashStore();
+  auto comm = Communicator::Create(options);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_EQ((*comm)->backend_name(), "frozenv1");
+  std::vector<float> send = {1, 2, 3};
+  std::vector<float> recv(3, 0);
+  auto work = (*comm)->Allreduce(View(send), View(recv));
+  ASSERT_TRUE(work.ok()) << work.status();
+  EXPECT_TRUE((*work)->Wait().ok());
+  EXPECT_EQ(recv, send);
+  auto child = (*comm)->Split(/*color=*/0, /*key=*/0);
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_NE(*child, nullptr);
+  ::setenv("SYNCLINE_PLUGIN_PATH", restore.c_str(), 1);
+}
+
 }  // namespace
 }  // namespace syncline

@@ -4,7 +4,9 @@
 # (nothing is left at the prefix it was installed to), and checks that the
 # moved tree works on its own, without SYNCLINE_PLUGIN_PATH:
 #   cmake           a downstream project (tests/install/downstream) found with
-#                   find_package, run on 2 ranks with the installed launcher;
+#                   find_package, run on 2 ranks with the installed launcher,
+#                   then again through its own interposer plugin (built with
+#                   syncline_add_plugin and the installed plugin SDK alone);
 #                   plus shared-library hygiene (SONAMEs, exported symbols)
 #   pkg-config      the same program compiled and linked with
 #                   `pkg-config --cflags --libs syncline-core` alone
@@ -69,6 +71,23 @@ cmake)
     { cat "$work/configure.log"; echo "FAILED: downstream configure"; exit 1; }
   cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; echo "FAILED: downstream build"; exit 1; }
   run_downstream "$work/build/downstream"
+  # The project's own interposer, built with syncline_add_plugin against the
+  # installed plugin SDK alone: it exports its entry point and nothing else,
+  # and the core loads it from SYNCLINE_PLUGIN_PATH and stacks it on gloo.
+  count_plugin="$work/build/libsyncline-plugin-count.so"
+  [ -f "$count_plugin" ] || { echo "FAILED: downstream plugin not built: $count_plugin"; exit 1; }
+  exported=$(nm -D --defined-only "$count_plugin" | awk '{print $3}')
+  [ "$exported" = "syncline_interposer_plugin_v1" ] ||
+    { echo "FAILED: the downstream plugin exports more than its entry point: $exported"; exit 1; }
+  out=$(SYNCLINE_PLUGIN_PATH="$work/build" SYNCLINE_PLUGINS=count \
+        "$prefix/bin/syncline-run" -n 2 -- "$work/build/downstream" 2>&1) || {
+    echo "$out"; echo "FAILED: downstream run with its own plugin"; exit 1; }
+  echo "$out"
+  for rank in 0 1; do
+    grep -qF "[rank $rank] count interposer: rank $rank/2 posted 1 op over gloo" <<< "$out" &&
+      grep -qF "[rank $rank] downstream rank $rank/2 over gloo: OK" <<< "$out" || {
+      echo "FAILED: rank $rank did not reduce through the downstream plugin"; exit 1; }
+  done
   # Shared-library hygiene: versioned SONAMEs, and none of the static or private
   # dependencies (spdlog, fmt, absl, gloo) exported. (libtorch marks its own
   # classes visible, so their inline members may appear in libsyncline_ddp.)

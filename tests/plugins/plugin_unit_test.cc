@@ -8,8 +8,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plugins/check/fingerprint.h"
-#include "plugins/common/interposer.h"
 #include "plugins/faults/fault_spec.h"
+#include "syncline/plugin_sdk/interposer.h"
 
 namespace syncline::plugin {
 namespace {

@@ -43,8 +43,9 @@ struct AlgoArgs {
 
 // ValidateOp()
 //
-// Checks `op` against the buffer conventions of plugin_abi.h. Returns SL_OK,
-// or an error code with `*message` naming the op and what is wrong.
+// The plugin SDK's SlValidateOp (validate.h) with UCX's rules: CPU buffers
+// only. Returns SL_OK, or an error code with `*message` naming the op and
+// what is wrong.
 sl_result_t ValidateOp(const sl_op_t& op, int rank, int size, std::string* message);
 
 // SelectSchedule()

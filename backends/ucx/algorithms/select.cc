@@ -46,22 +46,12 @@
 #include <optional>
 #include <string>
 
-#include "backends/common/reduce.h"
 #include "backends/ucx/algorithms/algorithms.h"
+#include "syncline/plugin_sdk/validate.h"
 
 namespace syncline::ucx_backend {
 namespace {
 
-using backend::SlDtypeName;
-using backend::SlIsValidDtype;
-using backend::SlIsValidRedop;
-using backend::SlOpKindName;
-
-std::string Head(const sl_op_t& op) {
-  return std::string(SlOpKindName(op.kind)) + " #" + std::to_string(op.seq);
-}
-
-bool BufferOk(const sl_buffer_t& b) { return b.count == 0 || b.data != nullptr; }
 
 // The default switch points (see the top of this file).
 struct SwitchPoints {
@@ -139,72 +129,9 @@ size_t SegmentElems(const Options& options, size_t elem) {
 }
 
 sl_result_t ValidateOp(const sl_op_t& op, int rank, int size, std::string* message) {
-  if (static_cast<int>(op.kind) < 0 || op.kind >= SL_OP_KIND_COUNT) {
-    *message = "unknown op kind " + std::to_string(static_cast<int>(op.kind));
-    return SL_ERR_INVALID_ARGUMENT;
-  }
-  const std::string head = Head(op);
-  const bool sends = op.kind != SL_OP_BROADCAST && op.kind != SL_OP_RECV &&
-                     op.kind != SL_OP_BARRIER;
-  const bool recvs = op.kind != SL_OP_SEND && op.kind != SL_OP_BARRIER &&
-                     !(op.kind == SL_OP_REDUCE && rank != op.root);
-  for (const sl_buffer_t* b : {sends ? &op.send : nullptr, recvs ? &op.recv : nullptr}) {
-    if (b == nullptr) continue;
-    if (b->device != SL_DEVICE_CPU) {
-      *message = head + ": the ucx backend supports CPU buffers only, not " +
-                 (b->device == SL_DEVICE_CUDA ? "CUDA" : "this device") +
-                 " memory; for CUDA use SYNCLINE_BACKEND=nccl";
-      return SL_ERR_UNSUPPORTED;
-    }
-    if (!SlIsValidDtype(b->dtype)) {
-      *message = head + ": invalid dtype " + std::to_string(static_cast<int>(b->dtype));
-      return SL_ERR_INVALID_ARGUMENT;
-    }
-    if (!BufferOk(*b)) {
-      *message = head + ": null data pointer with a non-zero count";
-      return SL_ERR_INVALID_ARGUMENT;
-    }
-  }
-  if (sends && recvs && op.send.dtype != op.recv.dtype) {
-    *message = head + ": send is " + SlDtypeName(op.send.dtype) + " but recv is " +
-               SlDtypeName(op.recv.dtype);
-    return SL_ERR_INVALID_ARGUMENT;
-  }
-  const bool reduces = op.kind == SL_OP_ALLREDUCE || op.kind == SL_OP_REDUCE ||
-                       op.kind == SL_OP_REDUCE_SCATTER;
-  if (reduces && !SlIsValidRedop(op.redop)) {
-    *message = head + ": invalid reduce op " + std::to_string(static_cast<int>(op.redop));
-    return SL_ERR_INVALID_ARGUMENT;
-  }
-  if ((op.kind == SL_OP_BROADCAST || op.kind == SL_OP_REDUCE) &&
-      (op.root < 0 || op.root >= size)) {
-    *message = head + ": root " + std::to_string(op.root) + " is not in a group of " +
-               std::to_string(size);
-    return SL_ERR_INVALID_ARGUMENT;
-  }
-  if ((op.kind == SL_OP_SEND || op.kind == SL_OP_RECV) &&
-      (op.peer < 0 || op.peer >= size || op.peer == rank)) {
-    *message = head + ": peer " + std::to_string(op.peer) +
-               " must be another rank of a group of " + std::to_string(size);
-    return SL_ERR_INVALID_ARGUMENT;
-  }
-  const size_t n = op.send.count, m = op.recv.count, p = static_cast<size_t>(size);
-  bool shape_ok = true;
-  switch (op.kind) {
-    case SL_OP_ALLREDUCE: shape_ok = n == m; break;
-    case SL_OP_REDUCE: shape_ok = rank != op.root || n == m; break;
-    case SL_OP_ALLGATHER: shape_ok = m == n * p; break;
-    case SL_OP_REDUCE_SCATTER: shape_ok = n == m * p; break;
-    case SL_OP_ALLTOALL: shape_ok = n == m && n % p == 0; break;
-    default: break;
-  }
-  if (!shape_ok) {
-    *message = head + ": send has " + std::to_string(n) + " and recv " +
-               std::to_string(m) + " elements, which does not fit the op on " +
-               std::to_string(size) + " ranks (see plugin_abi.h)";
-    return SL_ERR_INVALID_ARGUMENT;
-  }
-  return SL_OK;
+  static const backend::SlOpRules kRules = {"ucx", SL_DEVICE_CPU, -1,
+                                            "for CUDA use SYNCLINE_BACKEND=nccl"};
+  return backend::SlValidateOp(op, rank, size, kRules, message);
 }
 
 Schedule SelectSchedule(const AlgoArgs& args) {

@@ -23,7 +23,9 @@
  * hands the core and every interposer a copy of such a short table, zero
  * extended to the loader's sizeof(sl_backend_v1_t), so code in the core never
  * reads past what the plugin provided. A table below the minimum, or of
- * another `abi_version`, is refused with the reason.
+ * another `abi_version`, is refused with the reason. tests/core/frozen_abi/
+ * keeps a verbatim copy of each released layout; a backend built against it
+ * must keep loading and working (split_test's FrozenAbi).
  *
  * Threading: plugins must allow `post`, `request_*` and `comm_abort` to be called
  * from any thread. Calls on one communicator that post ops are serialized by the
@@ -133,9 +135,26 @@ typedef struct sl_buffer {
  *   BARRIER         no buffers
  *   SEND            send: n, to `peer`;  RECV  recv: n, from `peer`
  */
+/* Reserved bits of sl_op_t::seq. A user's collectives count from 1 in the
+ * low bits, the same on every rank. The high bits mark other numberings, so
+ * that a backend that tags messages with seq never matches one with another:
+ *   SL_SEQ_P2P_BIT        send/recv, which the core numbers on their own
+ *                         (they need not be issued alike on every rank);
+ *   SL_SEQ_INTERPOSER_BIT an op an interposer posts for itself, with
+ *     | SL_SEQ_SPLIT_BIT | n    a wrapper's (color, key) exchange before its
+ *                               n-th comm_split (the plugin SDK's interposer);
+ *     | SL_SEQ_CHECK_BIT | seq  check's fingerprint exchange before op seq.
+ * Gloo folds only the low 12 bits of seq into its tags, with a hash of the
+ * op's shape; it can, because it runs collectives one at a time. */
+#define SL_SEQ_P2P_BIT (UINT64_C(1) << 62)
+#define SL_SEQ_INTERPOSER_BIT (UINT64_C(1) << 63)
+#define SL_SEQ_SPLIT_BIT (UINT64_C(1) << 30)
+#define SL_SEQ_CHECK_BIT (UINT64_C(1) << 31)
+
 typedef struct sl_op {
   sl_op_kind_t kind;
-  uint64_t seq;         /* per-communicator sequence number, from 1 */
+  uint64_t seq;         /* per-communicator sequence number, from 1; high
+                           bits reserved (SL_SEQ_P2P_BIT and above) */
   sl_buffer_t send;
   sl_buffer_t recv;
   sl_redop_t redop;     /* ALLREDUCE, REDUCE, REDUCE_SCATTER */
@@ -282,6 +301,50 @@ static inline size_t sl_dtype_size(sl_dtype_t dtype) {
     case SL_F16: case SL_BF16: return 2;
     case SL_I8: case SL_U8: return 1;
     default: return 0;
+  }
+}
+
+/* The one table of names for the ABI's enums, used by the core, the plugin
+ * SDK and every plugin's messages: "allreduce", "reduce_scatter", "f32",
+ * "bf16", "sum", "avg". NULL for a value outside the enum (each caller says
+ * what it prints instead). */
+static inline const char* sl_op_kind_name(sl_op_kind_t kind) {
+  switch (kind) {
+    case SL_OP_ALLREDUCE: return "allreduce";
+    case SL_OP_BROADCAST: return "broadcast";
+    case SL_OP_REDUCE: return "reduce";
+    case SL_OP_ALLGATHER: return "allgather";
+    case SL_OP_REDUCE_SCATTER: return "reduce_scatter";
+    case SL_OP_ALLTOALL: return "alltoall";
+    case SL_OP_BARRIER: return "barrier";
+    case SL_OP_SEND: return "send";
+    case SL_OP_RECV: return "recv";
+    default: return NULL;
+  }
+}
+
+static inline const char* sl_dtype_name(sl_dtype_t dtype) {
+  switch (dtype) {
+    case SL_F32: return "f32";
+    case SL_F64: return "f64";
+    case SL_F16: return "f16";
+    case SL_BF16: return "bf16";
+    case SL_I8: return "i8";
+    case SL_U8: return "u8";
+    case SL_I32: return "i32";
+    case SL_I64: return "i64";
+    default: return NULL;
+  }
+}
+
+static inline const char* sl_redop_name(sl_redop_t op) {
+  switch (op) {
+    case SL_SUM: return "sum";
+    case SL_PROD: return "prod";
+    case SL_MIN: return "min";
+    case SL_MAX: return "max";
+    case SL_AVG: return "avg";
+    default: return NULL;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/nccl/ops.h"
+#include "common/abi_op.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -25,14 +26,7 @@ sl_buffer_t Cuda(size_t count, sl_dtype_t dtype = SL_F32, int device = kDevice,
 }
 
 sl_op_t Op(sl_op_kind_t kind, sl_buffer_t send, sl_buffer_t recv) {
-  sl_op_t op{};
-  op.kind = kind;
-  op.seq = 42;
-  op.send = send;
-  op.recv = recv;
-  op.redop = SL_SUM;
-  op.peer = 1;
-  return op;
+  return test_util::MakeOp(kind, send, recv, 42);
 }
 
 sl_result_t Validate(const sl_op_t& op, std::string* message, int rank = 0,

@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "backends/common/reduce.h"
 #include "common/multiprocess.h"
 #include "gtest/gtest.h"
 #include "syncline/communicator.h"
+#include "syncline/plugin_sdk/reduce.h"
 
 namespace syncline::testing {
 namespace {

@@ -17,12 +17,12 @@
 #include <tuple>
 #include <vector>
 
-#include "backends/common/reduce.h"
 #include "backends/ucx/algorithms/algorithms.h"
 #include "backends/ucx/bootstrap.h"
 #include "backends/ucx/split_plan.h"
 #include "backends/ucx/tag.h"
 #include "gtest/gtest.h"
+#include "syncline/plugin_sdk/reduce.h"
 
 namespace syncline::ucx_backend {
 namespace {

@@ -39,8 +39,8 @@
 //   }
 //   const InterposerInfo kInfo = {"count", Create};
 //   ... wrap = [](auto next, auto out, auto err) { return Wrap(kInfo, next, out, err); }
-#ifndef SYNCLINE_PLUGINS_COMMON_INTERPOSER_H_
-#define SYNCLINE_PLUGINS_COMMON_INTERPOSER_H_
+#ifndef SYNCLINE_PLUGIN_SDK_INTERPOSER_H_
+#define SYNCLINE_PLUGIN_SDK_INTERPOSER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -191,4 +191,4 @@ sl_result_t Wrap(const InterposerInfo& info, const sl_backend_v1_t* next,
 
 }  // namespace syncline::plugin
 
-#endif  // SYNCLINE_PLUGINS_COMMON_INTERPOSER_H_
+#endif  // SYNCLINE_PLUGIN_SDK_INTERPOSER_H_

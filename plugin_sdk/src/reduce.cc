@@ -1,4 +1,4 @@
-#include "backends/common/reduce.h"
+#include "syncline/plugin_sdk/reduce.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "backends/common/half.h"
+#include "syncline/plugin_sdk/half.h"
 
 namespace syncline::backend {
 namespace {
@@ -199,22 +199,18 @@ void SlDivideBy(void* data, size_t count, sl_dtype_t dtype, int divisor) {
 }
 
 const char* SlDtypeName(sl_dtype_t dtype) {
-  static const char* const kNames[] = {"f32", "f64", "f16", "bf16",
-                                       "i8",  "u8",  "i32", "i64"};
-  return SlIsValidDtype(dtype) ? kNames[dtype] : "invalid-dtype";
+  const char* name = sl_dtype_name(dtype);
+  return name != nullptr ? name : "invalid-dtype";
 }
 
 const char* SlRedopName(sl_redop_t op) {
-  static const char* const kNames[] = {"sum", "prod", "min", "max", "avg"};
-  return SlIsValidRedop(op) ? kNames[op] : "invalid-redop";
+  const char* name = sl_redop_name(op);
+  return name != nullptr ? name : "invalid-redop";
 }
 
 const char* SlOpKindName(sl_op_kind_t kind) {
-  static const char* const kNames[] = {"allreduce", "broadcast",      "reduce",
-                                       "allgather", "reduce_scatter", "alltoall",
-                                       "barrier",   "send",           "recv"};
-  return (static_cast<int>(kind) >= 0 && kind < SL_OP_KIND_COUNT) ? kNames[kind]
-                                                                  : "invalid-op";
+  const char* name = sl_op_kind_name(kind);
+  return name != nullptr ? name : "invalid-op";
 }
 
 std::string SlDescribeOp(const sl_op_t& op) {

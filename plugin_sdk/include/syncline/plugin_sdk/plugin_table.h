@@ -31,14 +31,14 @@
 //   };
 //   sl_backend_v1_t table = backend::MakeBackendTable<GlooTraits>();
 //   table.version = ...; table.caps = ...;
-#ifndef SYNCLINE_BACKENDS_COMMON_PLUGIN_TABLE_H_
-#define SYNCLINE_BACKENDS_COMMON_PLUGIN_TABLE_H_
+#ifndef SYNCLINE_PLUGIN_SDK_PLUGIN_TABLE_H_
+#define SYNCLINE_PLUGIN_SDK_PLUGIN_TABLE_H_
 
 #include <memory>
 #include <string>
 
-#include "backends/common/error.h"
 #include "syncline/plugin_abi.h"
+#include "syncline/plugin_sdk/error.h"
 
 namespace syncline::backend {
 
@@ -183,4 +183,4 @@ sl_backend_v1_t MakeBackendTable() {
 
 }  // namespace syncline::backend
 
-#endif  // SYNCLINE_BACKENDS_COMMON_PLUGIN_TABLE_H_
+#endif  // SYNCLINE_PLUGIN_SDK_PLUGIN_TABLE_H_

@@ -14,8 +14,8 @@
 //   float acc[3] = {1, 2, 3}, in[3] = {10, 20, 30};
 //   SlReduceInto(acc, in, 3, SL_F32, SL_SUM);   // acc = {11, 22, 33}
 //   SlDivideBy(acc, 3, SL_F32, 2);              // acc = {5.5, 11, 16.5}
-#ifndef SYNCLINE_BACKENDS_COMMON_REDUCE_H_
-#define SYNCLINE_BACKENDS_COMMON_REDUCE_H_
+#ifndef SYNCLINE_PLUGIN_SDK_REDUCE_H_
+#define SYNCLINE_PLUGIN_SDK_REDUCE_H_
 
 #include <cstddef>
 #include <string>
@@ -70,4 +70,4 @@ std::string SlDescribeOp(const sl_op_t& op);
 
 }  // namespace syncline::backend
 
-#endif  // SYNCLINE_BACKENDS_COMMON_REDUCE_H_
+#endif  // SYNCLINE_PLUGIN_SDK_REDUCE_H_

@@ -5,14 +5,14 @@
 // its own comm_create, an instance of CommCreateAt<N> bound to slot N, which
 // holds that table's `next`. Every other entry point finds `next` through
 // the WrappedComm or WrappedRequest it is handed.
-#include "plugins/common/interposer.h"
+#include "syncline/plugin_sdk/interposer.h"
 
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "backends/common/error.h"
+#include "syncline/plugin_sdk/error.h"
 
 namespace syncline::plugin {
 namespace {
@@ -245,7 +245,7 @@ sl_result_t WrappedComm::SplitInner(int32_t color, int32_t key, const sl_store_t
   std::vector<int64_t> all(2 * static_cast<size_t>(size_));
   sl_op_t x{};
   x.kind = SL_OP_ALLGATHER;
-  x.seq = (1ull << 63) | (1ull << 30) | split;
+  x.seq = SL_SEQ_INTERPOSER_BIT | SL_SEQ_SPLIT_BIT | split;
   x.send = sl_buffer_t{mine.data(), mine.size(), SL_I64, SL_DEVICE_CPU, 0, nullptr};
   x.recv = sl_buffer_t{all.data(), all.size(), SL_I64, SL_DEVICE_CPU, 0, nullptr};
   x.timeout_ms = timeout_ms_;

@@ -1,16 +1,10 @@
 // op_format.cc: see op_format.h.
-#include "plugins/common/op_format.h"
+#include "syncline/plugin_sdk/op_format.h"
 
 #include <cstdio>
 
 namespace syncline::plugin {
 namespace {
-
-const char* const kOpNames[] = {"allreduce", "broadcast",      "reduce",
-                                "allgather", "reduce_scatter", "alltoall",
-                                "barrier",   "send",           "recv"};
-const char* const kDtypeNames[] = {"f32", "f64", "f16", "bf16", "i8", "u8", "i32", "i64"};
-const char* const kRedopNames[] = {"sum", "prod", "min", "max", "avg"};
 
 // Storage for names of out-of-range values; a per-thread buffer keeps the
 // functions' const char* contract without allocating.
@@ -22,18 +16,20 @@ const char* Unknown(const char* what, int value) {
 
 }  // namespace
 
+// The names are plugin_abi.h's one table.
 const char* OpKindName(int kind) {
-  return kind >= 0 && kind < SL_OP_KIND_COUNT ? kOpNames[kind] : Unknown("op", kind);
+  const char* name = sl_op_kind_name(static_cast<sl_op_kind_t>(kind));
+  return name != nullptr ? name : Unknown("op", kind);
 }
 
 const char* DtypeName(int dtype) {
-  return dtype >= 0 && dtype < SL_DTYPE_COUNT ? kDtypeNames[dtype]
-                                              : Unknown("dtype", dtype);
+  const char* name = sl_dtype_name(static_cast<sl_dtype_t>(dtype));
+  return name != nullptr ? name : Unknown("dtype", dtype);
 }
 
 const char* RedopName(int redop) {
-  return redop >= 0 && redop < SL_REDOP_COUNT ? kRedopNames[redop]
-                                              : Unknown("redop", redop);
+  const char* name = sl_redop_name(static_cast<sl_redop_t>(redop));
+  return name != nullptr ? name : Unknown("redop", redop);
 }
 
 bool IsCollective(sl_op_kind_t kind) { return kind != SL_OP_SEND && kind != SL_OP_RECV; }

@@ -1,7 +1,7 @@
-// Tests of backends/common: the f16/bf16 conversions against independent
+// Tests of the plugin SDK's kernels: the f16/bf16 conversions against independent
 // references (the compiler's _Float16 and exact double arithmetic), and the
 // reduction kernels against scalar loops, for every dtype x op.
-#include "backends/common/reduce.h"
+#include "syncline/plugin_sdk/reduce.h"
 
 #include <cmath>
 #include <cstdint>
@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "backends/common/half.h"
 #include "gtest/gtest.h"
+#include "syncline/plugin_sdk/half.h"
 
 namespace syncline::backend {
 namespace {

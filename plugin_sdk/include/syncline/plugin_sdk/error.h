@@ -14,8 +14,8 @@
 //                    sl_error_t* err) {
 //     return SlGuard(err, "gloo post", [&] { return Impl(c)->Post(*op, r, err); });
 //   }
-#ifndef SYNCLINE_BACKENDS_COMMON_ERROR_H_
-#define SYNCLINE_BACKENDS_COMMON_ERROR_H_
+#ifndef SYNCLINE_PLUGIN_SDK_ERROR_H_
+#define SYNCLINE_PLUGIN_SDK_ERROR_H_
 
 #include <cstdarg>
 #include <cstdio>
@@ -102,4 +102,4 @@ void SlGuardVoid(const char* what, Body&& body) noexcept {
 
 }  // namespace syncline::backend
 
-#endif  // SYNCLINE_BACKENDS_COMMON_ERROR_H_
+#endif  // SYNCLINE_PLUGIN_SDK_ERROR_H_

@@ -9,8 +9,8 @@
 // Example:
 //   uint16_t h = syncline::backend::FloatToHalf(1.5f);   // 0x3e00
 //   float f = syncline::backend::HalfToFloat(h);         // 1.5f
-#ifndef SYNCLINE_BACKENDS_COMMON_HALF_H_
-#define SYNCLINE_BACKENDS_COMMON_HALF_H_
+#ifndef SYNCLINE_PLUGIN_SDK_HALF_H_
+#define SYNCLINE_PLUGIN_SDK_HALF_H_
 
 #include <cstdint>
 #include <cstring>
@@ -95,4 +95,4 @@ inline uint16_t FloatToBFloat16(float f) {
 
 }  // namespace syncline::backend
 
-#endif  // SYNCLINE_BACKENDS_COMMON_HALF_H_
+#endif  // SYNCLINE_PLUGIN_SDK_HALF_H_

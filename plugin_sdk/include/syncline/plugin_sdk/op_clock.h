@@ -19,8 +19,8 @@
 //   ...
 //   clock.Start(Clock::now());          // our turn: the timeout counts from here
 //   if (clock.Expired(Clock::now())) Fail("timed out after " + clock.Running());
-#ifndef SYNCLINE_BACKENDS_COMMON_OP_CLOCK_H_
-#define SYNCLINE_BACKENDS_COMMON_OP_CLOCK_H_
+#ifndef SYNCLINE_PLUGIN_SDK_OP_CLOCK_H_
+#define SYNCLINE_PLUGIN_SDK_OP_CLOCK_H_
 
 #include <algorithm>
 #include <atomic>
@@ -113,4 +113,4 @@ class OpClock {
 
 }  // namespace syncline::backend
 
-#endif  // SYNCLINE_BACKENDS_COMMON_OP_CLOCK_H_
+#endif  // SYNCLINE_PLUGIN_SDK_OP_CLOCK_H_

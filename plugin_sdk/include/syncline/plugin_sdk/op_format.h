@@ -9,8 +9,8 @@
 //
 // Example:
 //   std::string what = DescribeOp(op);  // "reduce(f64, 10, max, root 1)"
-#ifndef SYNCLINE_PLUGINS_COMMON_OP_FORMAT_H_
-#define SYNCLINE_PLUGINS_COMMON_OP_FORMAT_H_
+#ifndef SYNCLINE_PLUGIN_SDK_OP_FORMAT_H_
+#define SYNCLINE_PLUGIN_SDK_OP_FORMAT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -56,4 +56,4 @@ std::string DescribeOp(const sl_op_t& op);
 
 }  // namespace syncline::plugin
 
-#endif  // SYNCLINE_PLUGINS_COMMON_OP_FORMAT_H_
+#endif  // SYNCLINE_PLUGIN_SDK_OP_FORMAT_H_

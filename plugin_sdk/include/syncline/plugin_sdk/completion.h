@@ -1,0 +1,85 @@
+// completion.h: the outcome of one posted op, written once and read by
+// request_test and request_wait, the same in every backend.
+//
+// A backend's request pairs the op (and its OpClock) with an OpOutcome. The
+// thread that ends the op (a worker, a progress loop, an abort) calls
+// Complete() once; later calls change nothing, so an abort racing the op's
+// own end is harmless. Test() gives request_test's answer; WaitUntil()
+// blocks a host thread until the outcome is in or a time passes, for a
+// backend whose ops end on threads of their own (Gloo); a backend that
+// drives progress itself while waiting (UCX, NCCL) polls done() instead.
+// SlWaitTimedOut() is the one wording of a wait that ran out.
+//
+// Thread safety: every member may be called from any thread.
+//
+// Example:
+//   sl_result_t Request::Wait(int64_t timeout_ms, sl_error_t* err) const {
+//     if (!outcome_.WaitUntil(SlWaitLimit(timeout_ms)))
+//       return SlWaitTimedOut(err, "gloo " + Describe(), timeout_ms);
+//     return outcome_.Report(err);
+//   }
+#ifndef SYNCLINE_PLUGIN_SDK_COMPLETION_H_
+#define SYNCLINE_PLUGIN_SDK_COMPLETION_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "syncline/plugin_abi.h"
+
+namespace syncline::backend {
+
+// OpOutcome
+//
+// Done or not, and once done, the result code and message ("" on success).
+class OpOutcome {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Records the outcome and wakes WaitUntil(); false (and no change) if
+  // it was already recorded.
+  bool Complete(sl_result_t code, std::string message);
+
+  // Lock-free, for polling loops.
+  bool done() const { return done_.load(std::memory_order_acquire); }
+
+  // The outcome through the ABI (SlReport): `err` cleared on success, the
+  // message otherwise. Only once done().
+  sl_result_t Report(sl_error_t* err) const;
+
+  // request_test's answer: *done, and the outcome once done, SL_OK with
+  // `err` cleared before.
+  sl_result_t Test(int* done, sl_error_t* err) const;
+
+  // Blocks until Complete() or `until`; true when done.
+  bool WaitUntil(Clock::time_point until) const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::atomic<bool> done_{false};
+  sl_result_t code_ ABSL_GUARDED_BY(mu_) = SL_OK;
+  std::string message_ ABSL_GUARDED_BY(mu_);
+};
+
+// SlWaitLimit()
+//
+// When a request_wait with `timeout_ms` (< 0: forever) gives up:
+// time_point::max() for forever.
+OpOutcome::Clock::time_point SlWaitLimit(int64_t timeout_ms);
+
+// SlWaitTimedOut()
+//
+// SL_ERR_TIMEOUT with the one message for a wait (not the op) that ran out:
+// "<what>: wait timed out after <ms> ms; the op is still running (wait
+// again or abort the communicator)". `what` names the backend and the op,
+// e.g. "gloo allreduce #5 (f32 x 1001, sum)".
+sl_result_t SlWaitTimedOut(sl_error_t* err, const std::string& what, int64_t timeout_ms);
+
+}  // namespace syncline::backend
+
+#endif  // SYNCLINE_PLUGIN_SDK_COMPLETION_H_

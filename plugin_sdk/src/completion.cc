@@ -1,0 +1,60 @@
+// completion.cc: see completion.h.
+#include "syncline/plugin_sdk/completion.h"
+
+#include <cinttypes>
+#include <utility>
+
+#include "syncline/plugin_sdk/error.h"
+
+namespace syncline::backend {
+
+bool OpOutcome::Complete(sl_result_t code, std::string message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_.load(std::memory_order_relaxed)) return false;
+    code_ = code;
+    message_ = std::move(message);
+    done_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+  return true;
+}
+
+sl_result_t OpOutcome::Report(sl_error_t* err) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return SlReport(err, code_, message_);
+}
+
+sl_result_t OpOutcome::Test(int* done, sl_error_t* err) const {
+  if (!this->done()) {
+    *done = 0;
+    SlClearError(err);
+    return SL_OK;
+  }
+  *done = 1;
+  return Report(err);
+}
+
+bool OpOutcome::WaitUntil(Clock::time_point until) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto ended = [this] { return done_.load(std::memory_order_acquire); };
+  if (until == Clock::time_point::max()) {
+    cv_.wait(lock, ended);
+    return true;
+  }
+  return cv_.wait_until(lock, until, ended);
+}
+
+OpOutcome::Clock::time_point SlWaitLimit(int64_t timeout_ms) {
+  return timeout_ms < 0 ? OpOutcome::Clock::time_point::max()
+                        : OpOutcome::Clock::now() + std::chrono::milliseconds(timeout_ms);
+}
+
+sl_result_t SlWaitTimedOut(sl_error_t* err, const std::string& what, int64_t timeout_ms) {
+  return SlSetError(err, SL_ERR_TIMEOUT,
+                    "%s: wait timed out after %" PRId64
+                    " ms; the op is still running (wait again or abort the communicator)",
+                    what.c_str(), timeout_ms);
+}
+
+}  // namespace syncline::backend

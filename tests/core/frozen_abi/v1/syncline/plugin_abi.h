@@ -1,0 +1,292 @@
+/*
+ * plugin_abi.h: the versioned C ABI between libsyncline and its plugins.
+ *
+ * A backend is a shared library `libsyncline-backend-<name>.so` that exports
+ *
+ *     const sl_backend_v1_t* syncline_backend_plugin_v1(void);
+ *
+ * An interposer (trace, check, faults) is `libsyncline-plugin-<name>.so` and
+ * exports
+ *
+ *     const sl_interposer_v1_t* syncline_interposer_plugin_v1(void);
+ *
+ * Only C types cross this boundary. Every fallible call returns an
+ * `sl_result_t` and fills an `sl_error_t` with a human-readable message. A C++
+ * exception must never propagate out of a plugin: catch it and translate it.
+ *
+ * Versioning: `abi_version` must equal SL_ABI_VERSION. New fields of
+ * sl_backend_v1_t are only ever appended, and each appended field is optional
+ * (NULL means "not provided"). `struct_size` says how much of the struct the
+ * plugin was built with: it must be at least SL_BACKEND_V1_MIN_SIZE (the
+ * struct as first released, ending with `request_free`), and every field that
+ * lies wholly or partly beyond `struct_size` is treated as NULL. The loader
+ * hands the core and every interposer a copy of such a short table, zero
+ * extended to the loader's sizeof(sl_backend_v1_t), so code in the core never
+ * reads past what the plugin provided. A table below the minimum, or of
+ * another `abi_version`, is refused with the reason.
+ *
+ * Threading: plugins must allow `post`, `request_*` and `comm_abort` to be called
+ * from any thread. Calls on one communicator that post ops are serialized by the
+ * core (one poster at a time, in sequence-number order).
+ */
+#ifndef SYNCLINE_PLUGIN_ABI_H_
+#define SYNCLINE_PLUGIN_ABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SL_ABI_VERSION 1u
+
+#if defined(__GNUC__)
+#define SL_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define SL_PLUGIN_EXPORT
+#endif
+
+/* Result codes. The core maps them one to one onto absl::StatusCode, as
+ * each comment ends ("-> absl kX"), and back; a value outside this enum
+ * (from a newer plugin) reads as kInternal, and a status code not listed
+ * here becomes SL_ERR_INTERNAL. No code maps to kUnknown: that is what
+ * Work::status() returns while an op is still running (work.h). */
+typedef enum sl_result {
+  SL_OK = 0,                   /* -> absl kOk */
+  SL_ERR_INVALID_ARGUMENT = 1, /* bad input from the caller -> absl kInvalidArgument */
+  SL_ERR_UNSUPPORTED = 2,      /* a dtype/op/device pairing the plugin lacks
+                                  -> absl kUnimplemented */
+  SL_ERR_TIMEOUT = 3,          /* deadline passed (op or wait) -> absl kDeadlineExceeded */
+  SL_ERR_PEER = 4,             /* a peer died, closed its connection or erred
+                                  -> absl kUnavailable */
+  SL_ERR_INTERNAL = 5,         /* a bug or transport failure -> absl kInternal */
+  SL_ERR_ABORTED = 6,          /* the communicator was aborted -> absl kAborted */
+  SL_ERR_UNAVAILABLE = 7,      /* a resource is missing or exhausted (no GPU, no
+                                  device, out of memory) -> absl kResourceExhausted */
+  SL_ERR_MISMATCH = 8          /* ranks disagree about an op (desync)
+                                  -> absl kFailedPrecondition */
+} sl_result_t;
+
+/* Error detail filled by a failing call. Always NUL-terminated. */
+typedef struct sl_error {
+  char message[1024];
+} sl_error_t;
+
+typedef enum sl_dtype {
+  SL_F32 = 0,
+  SL_F64 = 1,
+  SL_F16 = 2,
+  SL_BF16 = 3,
+  SL_I8 = 4,
+  SL_U8 = 5,
+  SL_I32 = 6,
+  SL_I64 = 7,
+  SL_DTYPE_COUNT = 8
+} sl_dtype_t;
+
+typedef enum sl_redop {
+  SL_SUM = 0,
+  SL_PROD = 1,
+  SL_MIN = 2,
+  SL_MAX = 3,
+  SL_AVG = 4,
+  SL_REDOP_COUNT = 5
+} sl_redop_t;
+
+typedef enum sl_device_type {
+  SL_DEVICE_CPU = 0,
+  SL_DEVICE_CUDA = 1
+} sl_device_type_t;
+
+typedef enum sl_op_kind {
+  SL_OP_ALLREDUCE = 0,
+  SL_OP_BROADCAST = 1,
+  SL_OP_REDUCE = 2,
+  SL_OP_ALLGATHER = 3,
+  SL_OP_REDUCE_SCATTER = 4,
+  SL_OP_ALLTOALL = 5,
+  SL_OP_BARRIER = 6,
+  SL_OP_SEND = 7,
+  SL_OP_RECV = 8,
+  SL_OP_KIND_COUNT = 9
+} sl_op_kind_t;
+
+/* A non-owning view of memory. `count` is in elements of `dtype`. */
+typedef struct sl_buffer {
+  void* data;
+  size_t count;
+  sl_dtype_t dtype;
+  sl_device_type_t device;
+  int32_t device_index;
+  void* stream; /* cudaStream_t for CUDA buffers, NULL otherwise */
+} sl_buffer_t;
+
+/*
+ * One operation. Buffer conventions (n = elements per rank, P = world size):
+ *   ALLREDUCE       send: n, recv: n (may alias send)
+ *   BROADCAST       recv: n on every rank, in place; send unused
+ *   REDUCE          send: n; recv: n on root only (may alias send)
+ *   ALLGATHER       send: n, recv: n*P, rank i's block at offset i*n
+ *   REDUCE_SCATTER  send: n*P, recv: n (this rank's reduced block)
+ *   ALLTOALL        send: n*P (block j goes to rank j), recv: n*P
+ *   BARRIER         no buffers
+ *   SEND            send: n, to `peer`;  RECV  recv: n, from `peer`
+ */
+typedef struct sl_op {
+  sl_op_kind_t kind;
+  uint64_t seq;         /* per-communicator sequence number, from 1 */
+  sl_buffer_t send;
+  sl_buffer_t recv;
+  sl_redop_t redop;     /* ALLREDUCE, REDUCE, REDUCE_SCATTER */
+  int32_t root;         /* BROADCAST, REDUCE */
+  int32_t peer;         /* SEND, RECV */
+  uint32_t tag;         /* SEND, RECV: user tag */
+  int64_t timeout_ms;   /* the op must fail this long after it can start
+                           (posting, or the end of the communicator's op
+                           before it, which it runs after); <= 0: none */
+} sl_op_t;
+
+/*
+ * Key-value store handed to a backend for bootstrap. Implemented by the core.
+ * Values are opaque bytes. Keys are already scoped to the communicator.
+ */
+typedef struct sl_store {
+  void* ctx;
+  /* Inputs: key, value[len]. Outputs: err on failure. */
+  sl_result_t (*set)(void* ctx, const char* key, const void* value, size_t len,
+                     sl_error_t* err);
+  /* Inputs: key, timeout_ms. Blocks until the key exists or the timeout.
+   * Outputs: *value (free with free_value), *len. */
+  sl_result_t (*get)(void* ctx, const char* key, int64_t timeout_ms,
+                     void** value, size_t* len, sl_error_t* err);
+  /* Inputs: value returned by get. */
+  void (*free_value)(void* ctx, void* value);
+  /* Inputs: key, delta. Outputs: *result, the value after adding. */
+  sl_result_t (*add)(void* ctx, const char* key, int64_t delta,
+                     int64_t* result, sl_error_t* err);
+} sl_store_t;
+
+/* Parameters for creating a communicator. */
+typedef struct sl_comm_config {
+  int32_t rank;
+  int32_t size;
+  const sl_store_t* store; /* valid until comm_destroy returns */
+  sl_device_type_t device;
+  int32_t device_index;
+  int64_t timeout_ms;      /* bootstrap deadline and default op deadline */
+  uint64_t comm_id;        /* unique per communicator within the job */
+  const char* options;     /* "key=value;..." backend options, may be NULL */
+} sl_comm_config_t;
+
+/* What a backend can do. Bit i of a mask refers to enum value i. */
+typedef struct sl_capabilities {
+  uint32_t device_mask;                   /* 1u << sl_device_type_t */
+  uint32_t op_mask;                       /* 1u << sl_op_kind_t */
+  uint32_t dtype_mask;                    /* dtypes for data movement */
+  uint32_t reduce_dtype_mask[SL_REDOP_COUNT]; /* dtypes per reduce op */
+} sl_capabilities_t;
+
+typedef struct sl_comm sl_comm_t;       /* opaque, owned by the plugin */
+typedef struct sl_request sl_request_t; /* opaque, owned by the plugin */
+
+typedef struct sl_backend_v1 {
+  uint32_t abi_version; /* SL_ABI_VERSION */
+  uint32_t struct_size; /* sizeof(sl_backend_v1_t) as the plugin was built */
+  const char* name;     /* "gloo", "ucx", "nccl" */
+  const char* version;  /* version of the plugin and its transport */
+  sl_capabilities_t caps;
+
+  /* Inputs: config. Outputs: *comm on success; err otherwise. Blocks until
+   * every rank has joined or config->timeout_ms has passed. */
+  sl_result_t (*comm_create)(const sl_comm_config_t* config, sl_comm_t** comm,
+                             sl_error_t* err);
+  /* Inputs: comm. Frees it. Pending requests must have been freed. */
+  void (*comm_destroy)(sl_comm_t* comm);
+  /* Inputs: comm. Fails every pending request with SL_ERR_ABORTED and unblocks
+   * every thread waiting on it. Safe from any thread; idempotent. */
+  sl_result_t (*comm_abort)(sl_comm_t* comm, sl_error_t* err);
+  /* Optional (may be NULL: the core then builds sub-groups with comm_create).
+   * Inputs: parent, color (<0: not in any group), key, store (scoped to the
+   * new group, valid until the child's comm_destroy returns, as comm_create's
+   * store is; NULL when color < 0), new_comm_id (as config->comm_id).
+   * Outputs: *child (NULL when color < 0). Collective over parent: every
+   * rank of it calls, in the same order relative to its ops; the core posts
+   * nothing on parent meanwhile. The child's ranks are ordered by (key,
+   * parent rank), as the core's; it inherits the parent's device, timeout
+   * and options. Parent and child may be destroyed in either order. */
+  sl_result_t (*comm_split)(sl_comm_t* parent, int32_t color, int32_t key,
+                            const sl_store_t* store, uint64_t new_comm_id,
+                            sl_comm_t** child, sl_error_t* err);
+  /* Inputs: comm, op. Starts the op without blocking on peers.
+   * Outputs: *request on success. Validation errors return at once. */
+  sl_result_t (*post)(sl_comm_t* comm, const sl_op_t* op,
+                      sl_request_t** request, sl_error_t* err);
+  /* Inputs: request. Outputs: *done = 1 when complete. Returns the op's
+   * result once done (SL_OK while still running). Never blocks. */
+  sl_result_t (*request_test)(sl_request_t* request, int* done,
+                              sl_error_t* err);
+  /* Inputs: request, timeout_ms (<0: forever). Blocks until the op completes
+   * or the timeout. Returns the op's result, or SL_ERR_TIMEOUT when this wait
+   * (not the op) ran out; the request may then be waited on again. */
+  sl_result_t (*request_wait)(sl_request_t* request, int64_t timeout_ms,
+                              sl_error_t* err);
+  /* Inputs: request. Frees it. If still running, the plugin keeps whatever it
+   * needs until the op ends (the caller's buffers must stay valid). */
+  void (*request_free)(sl_request_t* request);
+
+  /* ---- Appended after the first release: optional, see "Versioning". ---- */
+
+  /* Optional (NULL: the core waits on the host with request_wait instead).
+   * Inputs: request, stream (a cudaStream_t of the op's device; NULL means
+   * that device's legacy default stream). Makes `stream` wait for the op's
+   * completion on the device and returns without blocking the host (a
+   * device-side wait, as cudaStreamWaitEvent). Returns the op's result if it
+   * has already ended (SL_OK when it succeeded); SL_OK when the wait was
+   * queued; another code when `stream` cannot be made to wait (the op is
+   * unaffected: the core then asks request_test whether the op ended). */
+  sl_result_t (*request_stream_wait)(sl_request_t* request, void* stream,
+                                     sl_error_t* err);
+} sl_backend_v1_t;
+
+/* The size of sl_backend_v1_t as first released (up to `request_free`): the
+ * smallest `struct_size` the loader accepts. */
+#define SL_BACKEND_V1_MIN_SIZE offsetof(sl_backend_v1_t, request_stream_wait)
+
+/* True when `table` (of `struct_size` bytes) provides `field`, i.e. the field
+ * lies wholly within the table; it may still be NULL. */
+#define SL_BACKEND_HAS_FIELD(table, field)                   \
+  ((size_t)(table)->struct_size >=                           \
+   offsetof(sl_backend_v1_t, field) + sizeof((table)->field))
+
+typedef const sl_backend_v1_t* (*sl_backend_entry_fn)(void);
+
+/* Interposer: receives the next layer's table and returns a wrapped one. */
+typedef struct sl_interposer_v1 {
+  uint32_t abi_version; /* SL_ABI_VERSION */
+  uint32_t struct_size; /* sizeof(sl_interposer_v1_t) */
+  const char* name;
+  /* Inputs: next (outlives the wrapper). Outputs: *wrapped, owned by the
+   * interposer and valid until the process exits. */
+  sl_result_t (*wrap)(const sl_backend_v1_t* next,
+                      const sl_backend_v1_t** wrapped, sl_error_t* err);
+} sl_interposer_v1_t;
+
+typedef const sl_interposer_v1_t* (*sl_interposer_entry_fn)(void);
+
+/* Size in bytes of one element of `dtype`, 0 for an invalid value. */
+static inline size_t sl_dtype_size(sl_dtype_t dtype) {
+  switch (dtype) {
+    case SL_F32: case SL_I32: return 4;
+    case SL_F64: case SL_I64: return 8;
+    case SL_F16: case SL_BF16: return 2;
+    case SL_I8: case SL_U8: return 1;
+    default: return 0;
+  }
+}
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif  /* SYNCLINE_PLUGIN_ABI_H_ */

@@ -1,0 +1,63 @@
+// Tests of the plugin SDK's request completion (completion.h): the first
+// outcome wins, request_test's answers before and after, a wait that ends
+// when another thread completes, and the one timed-out wording.
+#include "syncline/plugin_sdk/completion.h"
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace syncline::backend {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+TEST(OpOutcome, TheFirstOutcomeWinsAndTestReportsIt) {
+  OpOutcome outcome;
+  int done = -1;
+  sl_error_t err{};
+  EXPECT_EQ(outcome.Test(&done, &err), SL_OK);
+  EXPECT_EQ(done, 0);
+  EXPECT_STREQ(err.message, "");
+  EXPECT_TRUE(outcome.Complete(SL_ERR_PEER, "rank 2 closed its connection"));
+  EXPECT_FALSE(outcome.Complete(SL_OK, ""));  // an abort racing the end changes nothing
+  EXPECT_TRUE(outcome.done());
+  EXPECT_EQ(outcome.Test(&done, &err), SL_ERR_PEER);
+  EXPECT_EQ(done, 1);
+  EXPECT_STREQ(err.message, "rank 2 closed its connection");
+}
+
+TEST(OpOutcome, SuccessClearsTheMessage) {
+  OpOutcome outcome;
+  outcome.Complete(SL_OK, "");
+  sl_error_t err{};
+  std::snprintf(err.message, sizeof(err.message), "stale");
+  EXPECT_EQ(outcome.Report(&err), SL_OK);
+  EXPECT_STREQ(err.message, "");
+}
+
+TEST(OpOutcome, WaitEndsWhenAnotherThreadCompletes) {
+  OpOutcome outcome;
+  std::thread ender([&] { outcome.Complete(SL_OK, ""); });
+  EXPECT_TRUE(outcome.WaitUntil(SlWaitLimit(-1)));
+  ender.join();
+}
+
+TEST(OpOutcome, WaitGivesUpAtItsLimitAndSaysSo) {
+  OpOutcome outcome;
+  EXPECT_FALSE(outcome.WaitUntil(SlWaitLimit(20)));
+  EXPECT_FALSE(outcome.done());
+  sl_error_t err{};
+  EXPECT_EQ(SlWaitTimedOut(&err, "mine allreduce #5 (f32 x 8, sum)", 20), SL_ERR_TIMEOUT);
+  EXPECT_THAT(std::string(err.message),
+              AllOf(HasSubstr("mine allreduce #5 (f32 x 8, sum): wait timed out after 20 ms"),
+                    HasSubstr("still running")));
+}
+
+}  // namespace
+}  // namespace syncline::backend
