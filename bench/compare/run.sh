@@ -27,10 +27,10 @@
 # compare.csv + compare_ratios.csv, model.md + model.png, switch_points.md,
 # raw/ (every round's rows as JSON and logs, samples.csv, load.csv).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 QUICK=0
-ROUNDS=${BENCH_ROUNDS:-5}
+ROUNDS=${BENCH_ROUNDS:-}
 for arg in "$@"; do
   case $arg in
     --quick) QUICK=1 ;;
@@ -46,7 +46,12 @@ REPS=${BENCH_REPETITIONS:-1}
 FACTOR=${BENCH_FACTOR:-4}
 if [ "$QUICK" = 1 ]; then
   MIN=64K MAX=4M FACTOR=64
-  [ "$ROUNDS" = "${BENCH_ROUNDS:-5}" ] && ROUNDS=2
+  ROUNDS=${ROUNDS:-2}
+fi
+ROUNDS=${ROUNDS:-5}
+if ! [[ $ROUNDS =~ ^[1-9][0-9]*$ ]]; then
+  echo "run.sh: rounds must be a whole number >= 1, not '$ROUNDS'" >&2
+  exit 2
 fi
 # A quick run writes into the build folder, never over the committed results.
 if [ "$QUICK" = 1 ]; then OUT=${BENCH_OUT:-$ROOT/$BUILD/compare-quick}; else OUT=${BENCH_OUT:-$ROOT/bench/results}; fi
@@ -122,7 +127,7 @@ fi
 # The systems of the comparison, each a command writing its rows to the JSON
 # file named by its last word (completed per round below).
 OPS=allreduce,allgather,reduce_scatter,broadcast
-declare -A CMD LIMIT
+declare -A CMD
 NAMES=(membw syncline raw_gloo)
 CMD[membw]="$BIN/syncline-bench-membw --threads=2 ${SIZES[*]} --json="
 CMD[syncline]="$BIN/syncline-bench-collectives --backends=$BACKENDS --world_sizes=2 --ops=$OPS ${SIZES[*]} --json="
