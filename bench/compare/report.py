@@ -216,7 +216,7 @@ def op_section(points, op, ranks, rounds):
     return "\n".join(text), ratio_rows, data
 
 
-def latency_section(points, ranks, rounds):
+def latency_section(points, ranks):
     data = by_system(points, "allreduce", ranks)
     lines = []
     smallest = {s: min(d) for s, d in data.items() if d}
@@ -440,7 +440,7 @@ def main():
         text, ratios, data[op] = op_section(points, op, args.ranks, rounds)
         ratio_rows += ratios
         parts.append(text)
-    parts.append(latency_section(points, args.ranks, rounds))
+    parts.append(latency_section(points, args.ranks))
     parts.append(targets_section(data))
     parts.append(consistency_section(load_standalone(args.raw, args.ranks), data))
     parts.append(ddp_section(args.raw))

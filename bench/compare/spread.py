@@ -19,7 +19,7 @@ median far.
 
 Example:
   a = summarize([8.1, 8.5, 8.7]); b = summarize([7.9, 8.0, 8.2])
-  r = ratio(a, b)   # {"ratio": 1.0625, "low": 0.9878, "high": 1.1013}
+  r = ratio(a, b)   # {"ratio": 1.0625, "low": 0.9878, "high": 1.1013, "n": 3}
   verdict(r)        # "level"
 """
 import statistics
@@ -43,13 +43,17 @@ def ratio(a, b):
     if not a or not b or b["median"] <= 0 or b["min"] <= 0:
         return None
     return {"ratio": a["median"] / b["median"], "low": a["min"] / b["max"],
-            "high": a["max"] / b["min"]}
+            "high": a["max"] / b["min"], "n": min(a["n"], b["n"])}
 
 
 def verdict(r):
-    """"level", "faster" or "slower" (the numerator against the denominator)."""
+    """"level", "faster" or "slower" (the numerator against the denominator);
+    "unknown (1 round)" when either side has a single sample, which has no
+    spread to judge by."""
     if r is None:
         return "n/a"
+    if r.get("n", 2) < 2:
+        return "unknown (1 round)"
     if r["low"] > 1.0:
         return "faster"
     if r["high"] < 1.0:
