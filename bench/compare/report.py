@@ -1,42 +1,129 @@
 #!/usr/bin/env python3
-"""Turns the comparison's raw results into the markdown table and the plot.
+"""Turns the comparison's raw results into the markdown report, CSVs and plot.
 
-Reads every *.json in --raw (rows in bench/common's schema, from
+run.sh measures every system once per round, in interleaved rounds, into
+--raw/round-N/*.json (rows in bench/common's schema, from
 syncline-bench-collectives, -raw-gloo, -raw-ucx, -mpi, -membw and
-torch_gloo.py), the DDP results (ddp_pytorch.json, ddp_step.txt,
-ddp_step_ucx.txt) and the header lines that
-run.sh wrote (machine, date, versions), and writes:
-  --md   a markdown report: per op, busbw of every system by size, the
-         ratios of each Syncline backend to each reference, small-message
-         latency, the issue-5 targets, and the DDP step ratios;
-  --png  busbw against message size, one panel per op, a line per system.
-Systems that did not run are shown as "n/a" and named in a note.
+torch_gloo.py); each row is one sample. This script gathers them into
+--raw/samples.csv (round,system,op,ranks,bytes,count,time_us,busbw,wrong) or
+reads such a CSV given with --samples, reads the load probes (--load,
+machine_load.py's CSV), the header lines that run.sh wrote (machine, date,
+versions), the DDP results (ddp_pytorch.json, ddp_step.txt, ddp_step_ucx.txt)
+and the standalone check (--raw/standalone.json), and writes:
+  --md     the markdown report: the machine's load and whether it was quiet;
+           per op, busbw of every system by size as median (min-max over the
+           rounds); the ratios of each Syncline backend to each reference
+           with their interval and verdict (level, faster, slower: see
+           spread.py); small-message latency; the issue-5 targets; the DDP
+           step ratios;
+  --csv    one line per (op, system, size): rounds, median/min/max of time
+           and busbw, wrong elements, and the run's load average at the start
+           and end and whether it was quiet; next to it, *_ratios.csv: one
+           line per (op, Syncline system, reference, size): ratio, low, high,
+           verdict;
+  --png    busbw against message size, one panel per op, a line per system
+           (median) and its min-max band;
+  --raw/compare_medians.json  the medians as rows (with samples_us), which
+           bench/model reads.
+Systems that did not run are shown as "n/a" and named in a note. Exits 1
+when any sample has wrong elements.
 
-Usage: report.py --raw DIR --header FILE --md OUT.md --png OUT.png [--ranks 2]
+Usage: report.py --raw DIR --header FILE --md OUT.md --csv OUT.csv
+                 [--png OUT.png] [--samples FILE.csv] [--load FILE.csv] [--ranks 2]
 """
 import argparse
+import csv
 import glob
 import json
 import os
 import re
 import sys
 
-OPS = ["allreduce", "allgather", "broadcast"]
+import machine_load
+import spread
+
+OPS = ["allreduce", "allgather", "reduce_scatter", "broadcast"]
 SYNCLINE = ["syncline-gloo", "syncline-ucx"]
 REFERENCES = ["raw-gloo", "raw-ucx", "torch-gloo", "mpi-shm", "mpi-tcp", "membw-bound"]
 ALL = SYNCLINE + REFERENCES
 
 
-def load_rows(raw_dir, ranks):
-    rows = []
-    for path in sorted(glob.glob(os.path.join(raw_dir, "*.json"))):
+SAMPLE_FIELDS = ["round", "system", "op", "ranks", "bytes", "count", "time_us", "busbw", "wrong"]
+
+
+def gather_samples(raw_dir):
+    """Every row of every round (--raw/round-N/*.json) as a sample."""
+    samples = []
+    for path in sorted(glob.glob(os.path.join(raw_dir, "round-*", "*.json"))):
+        round_name = os.path.basename(os.path.dirname(path))
         try:
             with open(path) as f:
                 doc = json.load(f)
         except (OSError, ValueError) as e:
             print("report: skipping %s: %s" % (path, e), file=sys.stderr)
             continue
-        rows += [r for r in doc.get("rows", []) if r.get("ranks") == ranks]
+        for r in doc.get("rows", []):
+            samples.append({"round": int(round_name.split("-", 1)[1]), "system": r["system"],
+                            "op": r["op"], "ranks": r["ranks"], "bytes": r["bytes"],
+                            "count": r.get("count", 0), "time_us": r["time_us"],
+                            "busbw": r.get("busbw", 0.0), "wrong": r.get("wrong", 0)})
+    return samples
+
+
+def read_samples(path):
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for key in ("round", "ranks", "bytes", "count", "wrong"):
+            r[key] = int(r[key])
+        for key in ("time_us", "busbw"):
+            r[key] = float(r[key])
+    return rows
+
+
+def write_csv(path, fields, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def summarize_samples(samples):
+    """{(system, op, ranks, bytes): point}; a point holds the summaries of
+    busbw and time_us over its rounds, its wrong elements and its count."""
+    groups = {}
+    for r in samples:
+        groups.setdefault((r["system"], r["op"], r["ranks"], r["bytes"]), []).append(r)
+    points = {}
+    for key, rows in groups.items():
+        points[key] = {"busbw": spread.summarize([r["busbw"] for r in rows]),
+                       "time_us": spread.summarize([r["time_us"] for r in rows]),
+                       "wrong": sum(r["wrong"] for r in rows), "count": rows[0]["count"],
+                       "samples_us": [r["time_us"] for r in sorted(rows, key=lambda r: r["round"])]}
+    return points
+
+
+def medians_json(points, path):
+    """The medians as bench/common rows, for bench/model."""
+    rows = []
+    for (system, op, ranks, nbytes), p in sorted(points.items()):
+        rows.append({"system": system, "op": op, "ranks": ranks, "bytes": nbytes,
+                     "count": p["count"], "time_us": p["time_us"]["median"],
+                     "busbw": p["busbw"]["median"], "wrong": p["wrong"],
+                     "samples_us": p["samples_us"]})
+    with open(path, "w") as f:
+        json.dump({"program": "bench/compare/report.py (medians over rounds)", "rows": rows}, f,
+                  indent=1)
+
+
+def load_standalone(raw_dir, ranks):
+    rows = []
+    path = os.path.join(raw_dir, "standalone.json")
+    if os.path.exists(path):
+        try:
+            rows = [r for r in json.load(open(path)).get("rows", []) if r.get("ranks") == ranks]
+        except ValueError as e:
+            print("report: skipping %s: %s" % (path, e), file=sys.stderr)
     return rows
 
 
@@ -67,84 +154,170 @@ def table(header, lines):
     return "\n".join(out)
 
 
-def by_system(rows, op):
+def fmt_point(summary, rounds):
+    """"median (min-max)", and "k of n rounds" when some rounds lack it."""
+    if summary is None:
+        return "n/a"
+    text = "%s (%s-%s)" % (fmt(summary["median"]), fmt(summary["min"]), fmt(summary["max"]))
+    if summary["n"] < rounds:
+        text += ", %d of %d rounds" % (summary["n"], rounds)
+    return text
+
+
+def fmt_ratio(r, with_verdict=True):
+    if r is None:
+        return "n/a"
+    text = "%s (%s-%s)" % (fmt(r["ratio"]), fmt(r["low"]), fmt(r["high"]))
+    return text + " " + spread.verdict(r) if with_verdict else text
+
+
+def by_system(points, op, ranks):
+    """{system: {bytes: point}} for the systems the report shows."""
     result = {}
-    for r in rows:
-        if r["op"] == op and r["system"] in ALL:
-            result.setdefault(r["system"], {})[r["bytes"]] = r
+    for (system, o, n, nbytes), p in points.items():
+        if o == op and n == ranks and system in ALL:
+            result.setdefault(system, {})[nbytes] = p
     return result
 
 
-def op_section(rows, op, ranks):
-    data = by_system(rows, op)
+def busbw_of(data, system, nbytes):
+    p = data.get(system, {}).get(nbytes)
+    return p["busbw"] if p else None
+
+
+def op_section(points, op, ranks, rounds):
+    """The op's busbw table and ratio tables, its ratio lines for the CSV,
+    and its data."""
+    data = by_system(points, op, ranks)
     systems = [s for s in ALL if s in data]
     if not systems:
-        return "### %s\n\nno results\n" % op, data
+        return "### %s\n\nno results\n" % op, [], data
     sizes = sorted({b for s in systems for b in data[s]})
-    busbw = lambda s, b: data.get(s, {}).get(b, {}).get("busbw")
-    lines = [[human(b)] + [fmt(busbw(s, b)) for s in systems] for b in sizes]
-    text = ["### %s, %d ranks, f32: busbw (GB/s)" % (op, ranks), "",
-            table(["size"] + systems, lines), ""]
+    lines = [[human(b)] + [fmt_point(busbw_of(data, s, b), rounds) for s in systems]
+             for b in sizes]
+    text = ["### %s, %d ranks, f32: busbw (GB/s), median (min-max) over %d rounds"
+            % (op, ranks, rounds), "", table(["size"] + systems, lines), ""]
+    ratio_rows = []
     for mine in [s for s in SYNCLINE if s in data]:
         refs = [s for s in REFERENCES if s in data]
         ratio_lines = []
         for b in sizes:
             line = [human(b)]
             for ref in refs:
-                a, c = busbw(mine, b), busbw(ref, b)
-                line.append(fmt(a / c) if a and c else "n/a")
+                r = spread.ratio(busbw_of(data, mine, b), busbw_of(data, ref, b))
+                line.append(fmt_ratio(r))
+                if r is not None:
+                    ratio_rows.append(dict(r, op=op, system=mine, reference=ref, bytes=b,
+                                           verdict=spread.verdict(r)))
             ratio_lines.append(line)
-        text += ["%s / reference (busbw ratio, >1 means %s is faster):" % (mine, mine), "",
+        text += ["%s / reference, busbw ratio (low-high) and verdict: faster or slower only "
+                 "when the whole interval is above or below 1, level otherwise:" % mine, "",
                  table(["size"] + refs, ratio_lines), ""]
-    return "\n".join(text), data
+    return "\n".join(text), ratio_rows, data
 
 
-def latency_section(rows):
-    data = by_system(rows, "allreduce")
+def latency_section(points, ranks):
+    data = by_system(points, "allreduce", ranks)
     lines = []
     smallest = {s: min(d) for s, d in data.items() if d}
-    base = data.get("mpi-shm", {}).get(smallest.get("mpi-shm"), {}).get("time_us")
+    base = data.get("mpi-shm", {}).get(smallest.get("mpi-shm"))
     for s in ALL:
         if s not in smallest or s == "membw-bound":
             continue
         t = data[s][smallest[s]]["time_us"]
-        lines.append([s, human(smallest[s]), "%.2f" % t, "%.1f" % (t / base) if base else "n/a"])
-    text = ["### Small-message allreduce latency", "",
+        x = spread.ratio(t, base["time_us"]) if base else None  # time / mpi-shm's
+        lines.append([s, human(smallest[s]), "%.2f (%.2f-%.2f)" % (t["median"], t["min"], t["max"]),
+                      fmt_ratio(x, with_verdict=False)])
+    text = ["### Small-message allreduce latency, median (min-max) over the rounds", "",
             table(["system", "size", "time (us)", "x mpi-shm"], lines), ""]
-    pingpong = [r for r in rows if r["system"] == "raw-ucx-pingpong"]
+    pingpong = [p for (system, _, _, _), p in points.items() if system == "raw-ucx-pingpong"]
     if pingpong:
+        t = pingpong[0]["time_us"]
         text.append("UCX's own one-way latency (raw-ucx, 8 B ping-pong, half a round trip): "
-                    "%.2f us.\n" % pingpong[0]["time_us"])
+                    "%.2f us (%.2f-%.2f).\n" % (t["median"], t["min"], t["max"]))
     return "\n".join(text)
 
 
 def targets_section(data):
-    """Issue 5's allreduce targets for the UCX backend."""
+    """Issue 5's allreduce targets for the UCX backend, ratios with their
+    intervals."""
     ar = data.get("allreduce", {})
     lines = []
+
+    def cell(a, b):
+        return fmt_ratio(spread.ratio(a, b), with_verdict=False)
+
     for mine in [s for s in ("syncline-ucx",) if s in ar]:
         small = min(ar[mine])
-        lines.append([mine, human(small), "latency <= 5 us", "%.2f us" % ar[mine][small]["time_us"]])
+        t = ar[mine][small]["time_us"]
+        lines.append([mine, human(small), "latency <= 5 us",
+                      "%.2f us (%.2f-%.2f)" % (t["median"], t["min"], t["max"])])
         for size in (1 << 20, 16 << 20):
-            a = ar[mine].get(size, {}).get("busbw")
-            g = ar.get("raw-gloo", {}).get(size, {}).get("busbw")
-            m = ar.get("mpi-shm", {}).get(size, {}).get("busbw")
-            lines.append([mine, human(size), "x raw-gloo >= 4", fmt(a / g) if a and g else "n/a"])
-            lines.append([mine, human(size), "x mpi-shm >= 0.9", fmt(a / m) if a and m else "n/a"])
-        big = max(ar[mine]) if ar[mine] else None
-        if big:
-            a = ar[mine][big]["busbw"]
-            m = ar.get("mpi-shm", {}).get(big, {}).get("busbw")
-            bound = ar.get("membw-bound", {}).get(big, {}).get("busbw")
-            lines.append([mine, human(big), "x mpi-shm >= 1", fmt(a / m) if m else "n/a"])
-            lines.append([mine, human(big), "x membw bound >= 0.7", fmt(a / bound) if bound else "n/a"])
-            u = ar.get("raw-ucx", {}).get(big, {}).get("busbw")
-            lines.append([mine, human(big), "x raw-ucx (same transport, no Syncline layers)",
-                          fmt(a / u) if u else "n/a"])
+            a = busbw_of(ar, mine, size)
+            lines.append([mine, human(size), "x raw-gloo >= 4", cell(a, busbw_of(ar, "raw-gloo", size))])
+            lines.append([mine, human(size), "x mpi-shm >= 0.9", cell(a, busbw_of(ar, "mpi-shm", size))])
+        big = max(ar[mine])
+        a = busbw_of(ar, mine, big)
+        lines.append([mine, human(big), "x mpi-shm >= 1", cell(a, busbw_of(ar, "mpi-shm", big))])
+        lines.append([mine, human(big), "x membw bound >= 0.7",
+                      cell(a, busbw_of(ar, "membw-bound", big))])
+        lines.append([mine, human(big), "x raw-ucx (same transport, no Syncline layers)",
+                      cell(a, busbw_of(ar, "raw-ucx", big))])
     if not lines:
         return "### Issue 5's allreduce targets\n\nsyncline-ucx was not measured in this run.\n"
-    return "\n".join(["### Issue 5's allreduce targets for the UCX backend (measured)", "",
+    return "\n".join(["### Issue 5's allreduce targets for the UCX backend (measured: median "
+                      "ratio, low-high)", "",
                       table(["system", "size", "target", "measured"], lines), ""])
+
+
+def consistency_section(standalone, data):
+    """The collective benchmark run on its own (run.sh's last step, rows
+    "<system>/standalone": allreduce at the largest size only) against the
+    comparison's median for the same backend: busbw within 10%."""
+    lines = []
+    ar = data.get("allreduce", {})
+    for system in SYNCLINE:
+        alone = {r["bytes"]: r for r in standalone
+                 if r["system"] == system + "/standalone" and r["op"] == "allreduce"}
+        for nbytes in sorted(alone):
+            here = busbw_of(ar, system, nbytes)
+            if not here:
+                continue
+            a, c = alone[nbytes]["busbw"], here["median"]
+            diff = (a - c) / c * 100 if c else float("nan")
+            inside = here["min"] <= a <= here["max"]
+            lines.append([system, human(nbytes), fmt_point(here, here["n"]), fmt(a),
+                          "%+.1f%%" % diff, "yes" if abs(diff) <= 10 else "no",
+                          "yes" if inside else "no"])
+    if not lines:
+        return ""
+    return "\n".join(["### The collective benchmark on its own against this comparison", "",
+                      "syncline-bench-collectives run again by itself after everything else "
+                      "(allreduce, 2 ranks, the largest size) against the median above.", "",
+                      table(["system", "size", "busbw here (GB/s)", "busbw standalone (GB/s)",
+                             "difference", "within 10%", "within the rounds' range"], lines), ""])
+
+
+def load_section(probes, ranks):
+    """The machine's load around the run, and whether it was quiet."""
+    reasons = machine_load.assess(probes, ranks)
+    if reasons is None:
+        return "- Load: not recorded (no probes); whether the machine was quiet is unknown.", None
+    first, last = probes[0], probes[-1]
+    text = ["- Load average (1, 5, 15 min): %.2f %.2f %.2f before the first round, "
+            "%.2f %.2f %.2f after the last (%d CPUs); other work while the benchmark was idle: "
+            "%s" % (first["load1"], first["load5"], first["load15"], last["load1"], last["load5"],
+                    last["load15"], first["cpus"],
+                    ", ".join("%s %d %%" % (p["label"], round(p["busy"] * 100)) for p in probes))]
+    if reasons:
+        text.append("- **The machine was NOT quiet**: %s. Read the spreads before the medians; "
+                    "compare only this run's side-by-side figures." % "; ".join(reasons))
+    else:
+        text.append("- The machine was quiet (start load average at most %.1f per CPU, no rise "
+                    "beyond the benchmark's own %d ranks, at most %d %% of the CPUs busy with "
+                    "other work at every probe)." % (machine_load.LOAD_PER_CPU, ranks,
+                                                     round(machine_load.BUSY_SHARE * 100)))
+    return "\n".join(text), not reasons
 
 
 def ddp_figures(path):
@@ -156,29 +329,6 @@ def ddp_figures(path):
     floor = re.search(r"floor \(no-comm \+ allreduce\) / single\s+([0-9.]+)", text)
     return (float(ratio.group(1)) if ratio else None,
             float(floor.group(1)) if floor else None)
-
-
-def consistency_section(rows):
-    """The collective benchmark run on its own (run.sh's last step, rows
-    "<system>/standalone": allreduce at the largest size only) against the
-    comparison's figure for the same backend: busbw within 10%."""
-    lines = []
-    for system in SYNCLINE:
-        alone = {r["bytes"]: r for r in rows
-                 if r["system"] == system + "/standalone" and r["op"] == "allreduce"}
-        here = {r["bytes"]: r for r in rows if r["system"] == system and r["op"] == "allreduce"}
-        for nbytes in sorted(set(alone) & set(here)):
-            a, c = alone[nbytes]["busbw"], here[nbytes]["busbw"]
-            diff = (a - c) / c * 100 if c else float("nan")
-            lines.append([system, human(nbytes), fmt(c), fmt(a), "%+.1f%%" % diff,
-                          "yes" if abs(diff) <= 10 else "no"])
-    if not lines:
-        return ""
-    return "\n".join(["### The collective benchmark on its own against this comparison", "",
-                      "syncline-bench-collectives run again by itself after everything else "
-                      "(allreduce, 2 ranks, the largest size) against the figure above.", "",
-                      table(["system", "size", "busbw here (GB/s)", "busbw standalone (GB/s)",
-                             "difference", "within 10%"], lines), ""])
 
 
 def ddp_section(raw_dir):
@@ -215,17 +365,45 @@ def plot(data, png, ranks):
             if not points:
                 continue
             style = "--" if s == "membw-bound" else "-"
-            ax.plot([b for b, _ in points], [max(r["busbw"], 1e-6) for _, r in points],
-                    style, marker="o", markersize=3, label=s)
+            x = [b for b, _ in points]
+            clip = lambda v: max(v, 1e-6)
+            line, = ax.plot(x, [clip(p["busbw"]["median"]) for _, p in points], style,
+                            marker="o", markersize=3, label=s)
+            ax.fill_between(x, [clip(p["busbw"]["min"]) for _, p in points],
+                            [clip(p["busbw"]["max"]) for _, p in points],
+                            color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_title("%s, %d ranks, f32" % (op, ranks))
         ax.set_xlabel("message size (bytes)")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("busbw (GB/s)")
+    axes[0].set_ylabel("busbw (GB/s): median, band min-max")
     axes[-1].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
+
+
+def point_rows(points, ranks, probes, quiet):
+    first = probes[0]["load1"] if probes else ""
+    last = probes[-1]["load1"] if probes else ""
+    rows = []
+    for (system, op, n, nbytes), p in sorted(points.items()):
+        if n != ranks:
+            continue
+        row = {"op": op, "system": system, "ranks": n, "bytes": nbytes, "rounds": p["busbw"]["n"],
+               "wrong": p["wrong"], "load1_start": first, "load1_end": last,
+               "quiet": "" if quiet is None else ("yes" if quiet else "no")}
+        for what in ("time_us", "busbw"):
+            for stat in ("median", "min", "max"):
+                row["%s_%s" % (what, stat)] = "%.6g" % p[what][stat]
+        rows.append(row)
+    return rows
+
+
+POINT_FIELDS = ["op", "system", "ranks", "bytes", "rounds", "time_us_median", "time_us_min",
+                "time_us_max", "busbw_median", "busbw_min", "busbw_max", "wrong", "load1_start",
+                "load1_end", "quiet"]
+RATIO_FIELDS = ["op", "system", "reference", "bytes", "ratio", "low", "high", "verdict"]
 
 
 def main():
@@ -233,34 +411,60 @@ def main():
     p.add_argument("--raw", required=True)
     p.add_argument("--header", required=True)
     p.add_argument("--md", required=True)
-    p.add_argument("--png", required=True)
+    p.add_argument("--csv", required=True)
+    p.add_argument("--png", default="")
+    p.add_argument("--samples", default="", help="read the samples from this CSV, not --raw")
+    p.add_argument("--load", default="", help="machine_load.py's probes (default --raw/load.csv)")
     p.add_argument("--ranks", type=int, default=2)
     args = p.parse_args()
 
-    rows = load_rows(args.raw, args.ranks)
-    parts = [open(args.header).read().rstrip(), ""]
-    data = {}
+    if args.samples:
+        samples = read_samples(args.samples)
+    else:
+        samples = gather_samples(args.raw)
+        write_csv(os.path.join(args.raw, "samples.csv"), SAMPLE_FIELDS, samples)
+    points = summarize_samples(samples)
+    if not args.samples:
+        medians_json(points, os.path.join(args.raw, "compare_medians.json"))
+    rounds = len({r["round"] for r in samples})
+    probes = machine_load.read_probes(args.load or os.path.join(args.raw, "load.csv"))
+    load_text, quiet = load_section(probes, args.ranks)
+
+    parts = [open(args.header).read().rstrip(), load_text,
+             "- Spread: every system measured once per round, %d interleaved rounds; each cell "
+             "is the median (min-max) over the rounds, which holds the true median with "
+             "probability %.0f %% (bench/README.md, *Reading the spread*)."
+             % (rounds, spread.coverage(rounds) * 100) + "\n"]
+    data, ratio_rows = {}, []
     for op in OPS:
-        text, data[op] = op_section(rows, op, args.ranks)
+        text, ratios, data[op] = op_section(points, op, args.ranks, rounds)
+        ratio_rows += ratios
         parts.append(text)
-    parts.append(latency_section(rows))
+    parts.append(latency_section(points, args.ranks))
     parts.append(targets_section(data))
-    parts.append(consistency_section(rows))
+    parts.append(consistency_section(load_standalone(args.raw, args.ranks), data))
     parts.append(ddp_section(args.raw))
     missing = [s for s in ALL if not any(s in data[op] for op in OPS)]
     if missing:
         parts.append("Not measured in this run: %s.\n" % ", ".join(missing))
-    wrong = [(r["system"], r["op"], r["bytes"]) for r in rows if r.get("wrong")]
+    wrong = sorted({(r["system"], r["op"], r["bytes"]) for r in samples if r["wrong"]})
     parts.append("Correctness: %s.\n" % (
-        "every size of every system checked, 0 wrong elements" if not wrong
+        "every size of every system checked in every round, 0 wrong elements" if not wrong
         else "WRONG RESULTS at %s" % wrong))
-    parts.append("![busbw against message size](%s)\n" % os.path.basename(args.png))
+    if args.png:
+        parts.append("![busbw against message size](%s)\n" % os.path.basename(args.png))
     with open(args.md, "w") as f:
         f.write("\n".join(p for p in parts if p))
-    try:
-        plot(data, args.png, args.ranks)
-    except ImportError as e:
-        print("report: no plot (%s); install python3-matplotlib" % e, file=sys.stderr)
+    write_csv(args.csv, POINT_FIELDS, point_rows(points, args.ranks, probes, quiet))
+    for r in ratio_rows:
+        for key in ("ratio", "low", "high"):
+            r[key] = "%.6g" % r[key]
+    write_csv(re.sub(r"(\.csv)?$", "_ratios.csv", args.csv, count=1), RATIO_FIELDS, ratio_rows)
+    if args.png:
+        try:
+            plot(data, args.png, args.ranks)
+        except ImportError as e:
+            print("report: no plot (%s); install python3-matplotlib" % e, file=sys.stderr)
     print("\n".join(p for p in parts if p))
     return 1 if wrong else 0
 

@@ -1,43 +1,75 @@
 #!/usr/bin/env bash
-# bench/compare/run.sh: Syncline side by side with raw Gloo, PyTorch's gloo
-# group, OpenMPI (shared memory and TCP) and the memory-bandwidth bound, on
-# this machine, in one run; then the DDP step comparison and the scaling
-# model. See bench/README.md.
+# bench/compare/run.sh: Syncline side by side with raw Gloo, raw UCX,
+# PyTorch's gloo group, OpenMPI (shared memory and TCP) and the
+# memory-bandwidth bound, on this machine, in one run: every system once per
+# round, in interleaved rounds (the order rotates), each point reported as
+# the median and range over the rounds, with the machine's load probed
+# before, between and after the rounds; then the DDP step comparison and the
+# scaling model. See bench/README.md.
 #
-# Usage: bench/compare/run.sh
+# Usage: bench/compare/run.sh [--quick] [--rounds=N]
+#   --quick    a smoke run: 2 sizes (64 KiB, 4 MiB), 2 rounds, no scaling
+#              sweep, switch-point sweep, DDP step or model; results in
+#              $SYNCLINE_BUILD_DIR/compare-quick unless BENCH_OUT is set
+#   --rounds=N rounds (default BENCH_ROUNDS)
 # Environment (all optional):
 #   SYNCLINE_BUILD_DIR   build folder (default build)
+#   BENCH_ROUNDS         interleaved rounds (default 5)
 #   BENCH_MAX_BYTES      largest message (default 64M)
-#   BENCH_REPETITIONS    repetitions, the median is reported (default 5)
+#   BENCH_MIN_BYTES      smallest message (default 8)
+#   BENCH_REPETITIONS    repetitions per system and round, their median is
+#                        the round's sample (default 1)
 #   BENCH_FACTOR         size step (default 4; 2 for a finer sweep)
 #   BENCH_SKIP_SETUP=1   do not run scripts/setup.sh (no apt)
 #   BENCH_SKIP_DDP=1     skip the DDP step comparison
-# Output: the report on stdout and bench/results/compare.md + compare.png,
-# model.md + model.png, switch_points.md, raw/ (every program's rows as
-# JSON, and logs).
+#   BENCH_OUT            results folder (default bench/results)
+# Output: the report on stdout and $BENCH_OUT/compare.md + compare.png +
+# compare.csv + compare_ratios.csv, model.md + model.png, switch_points.md,
+# raw/ (every round's rows as JSON and logs, samples.csv, load.csv).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
+QUICK=0
+ROUNDS=${BENCH_ROUNDS:-}
+for arg in "$@"; do
+  case $arg in
+    --quick) QUICK=1 ;;
+    --rounds=*) ROUNDS=${arg#--rounds=} ;;
+    *) echo "usage: bench/compare/run.sh [--quick] [--rounds=N]" >&2; exit 2 ;;
+  esac
+done
 BUILD=${SYNCLINE_BUILD_DIR:-build}
 export SYNCLINE_BUILD_DIR=$BUILD
 MAX=${BENCH_MAX_BYTES:-64M}
-REPS=${BENCH_REPETITIONS:-5}
+MIN=${BENCH_MIN_BYTES:-8}
+REPS=${BENCH_REPETITIONS:-1}
 FACTOR=${BENCH_FACTOR:-4}
-OUT=$ROOT/bench/results
+if [ "$QUICK" = 1 ]; then
+  MIN=64K MAX=4M FACTOR=64
+  ROUNDS=${ROUNDS:-2}
+fi
+ROUNDS=${ROUNDS:-5}
+if ! [[ $ROUNDS =~ ^[1-9][0-9]*$ ]]; then
+  echo "run.sh: rounds must be a whole number >= 1, not '$ROUNDS'" >&2
+  exit 2
+fi
+# A quick run writes into the build folder, never over the committed results.
+if [ "$QUICK" = 1 ]; then OUT=${BENCH_OUT:-$ROOT/$BUILD/compare-quick}; else OUT=${BENCH_OUT:-$ROOT/bench/results}; fi
 RAW=$OUT/raw
 PY=/usr/bin/python3  # Debian's python3, which sees python3-torch
 START=$(date +%s)
-SIZES=(--max_bytes="$MAX" --factor="$FACTOR" --repetitions="$REPS")
+SIZES=(--min_bytes="$MIN" --max_bytes="$MAX" --factor="$FACTOR" --repetitions="$REPS")
 
 note() { echo "== [$(( $(date +%s) - START ))s] $*" >&2; }
 # Runs a measurement with a deadline; a failure is reported, not fatal, so
 # one broken system leaves the others' figures intact.
+# NAME may name a folder of raw/ (round-2/mpi_shm).
 measure() {
   local name=$1 limit=$2
   shift 2
   note "$name"
   if ! timeout --kill-after=10 "$limit" "$@" > "$RAW/$name.log" 2>&1; then
-    echo "run.sh: $name failed or timed out (see bench/results/raw/$name.log):" >&2
+    echo "run.sh: $name failed or timed out (see $RAW/$name.log):" >&2
     tail -5 "$RAW/$name.log" >&2
     return 1
   fi
@@ -61,7 +93,7 @@ done
 # The DDP step benchmark is another folder's program (bench/ddp_step); its
 # target name is syncline-bench-ddp-step (ddp_step in older trees).
 DDP_TARGET=""
-if [ "${BENCH_SKIP_DDP:-0}" != 1 ] && [ -d bench/ddp_step ]; then
+if [ "${BENCH_SKIP_DDP:-0}" != 1 ] && [ "$QUICK" = 0 ] && [ -d bench/ddp_step ]; then
   for candidate in syncline-bench-ddp-step ddp_step; do
     if [ -z "$DDP_TARGET" ] && has_target "$candidate"; then DDP_TARGET=$candidate; fi
   done
@@ -83,40 +115,58 @@ fi
 {
   echo "# Syncline collectives side by side"
   echo
-  echo "Command: \`bench/compare/run.sh\` (BENCH_MAX_BYTES=$MAX BENCH_REPETITIONS=$REPS BENCH_FACTOR=$FACTOR)"
+  echo "Command: \`bench/compare/run.sh$([ "$QUICK" = 1 ] && echo ' --quick')\` (rounds $ROUNDS, BENCH_MIN_BYTES=$MIN BENCH_MAX_BYTES=$MAX BENCH_REPETITIONS=$REPS BENCH_FACTOR=$FACTOR)"
   echo
-  echo "- Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) memory, Linux $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
+  echo "- Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) memory, Linux $(uname -r)"
   echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "- Versions: syncline $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' (uncommitted changes)'), gloo $(dpkg-query -W -f='${Version}' libgloo-dev 2>/dev/null), ucx $(dpkg-query -W -f='${Version}' libucx-dev 2>/dev/null), torch $($PY -c 'import torch; print(torch.__version__)' 2>/dev/null || echo 'not installed'), $(mpirun --version 2>/dev/null | head -1 || echo 'no mpirun'), $(gcc --version | head -1)"
-  echo "- Method: 2 ranks on this host, f32, sum; sizes 8 B..$MAX by $FACTOR; per size, warm-ups (the first checked) then ~16 MiB of timed traffic (3-100 ops); the slowest rank's mean op time, median over $REPS repetitions; busbw = algbw x 2(n-1)/n (allreduce), (n-1)/n (allgather), 1 (broadcast), as nccl-tests."
+  echo "- Method: 2 ranks on this host, f32, sum; sizes $MIN..$MAX by $FACTOR; every system once per round, $ROUNDS rounds, the order rotating by one system each round; per size, warm-ups (the first checked) then ~16 MiB of timed traffic (3-100 ops); the slowest rank's mean op time (median of $REPS repetitions) is the round's sample; busbw = algbw x 2(n-1)/n (allreduce), (n-1)/n (allgather, reduce_scatter), 1 (broadcast), as nccl-tests."
   [ "$BACKENDS" = gloo ] && echo "- ucx: not built (libsyncline-backend-ucx.so absent), so Syncline+UCX is not in this run."
 } > "$RAW/header.txt"
 
-OPS=allreduce,allgather,broadcast
-measure membw 120 "$BIN/syncline-bench-membw" --threads=2 "${SIZES[@]}" --json="$RAW/membw.json"
-measure syncline 600 "$BIN/syncline-bench-collectives" --backends="$BACKENDS" --world_sizes=2 \
-  --ops="$OPS" "${SIZES[@]}" --json="$RAW/syncline.json"
-measure raw_gloo 300 "$BIN/syncline-bench-raw-gloo" --world_size=2 "${SIZES[@]}" \
-  --json="$RAW/raw_gloo.json"
+# The systems of the comparison, each a command writing its rows to the JSON
+# file named by its last word (completed per round below).
+OPS=allreduce,allgather,reduce_scatter,broadcast
+declare -A CMD
+NAMES=(membw syncline raw_gloo)
+CMD[membw]="$BIN/syncline-bench-membw --threads=2 ${SIZES[*]} --json="
+CMD[syncline]="$BIN/syncline-bench-collectives --backends=$BACKENDS --world_sizes=2 --ops=$OPS ${SIZES[*]} --json="
+CMD[raw_gloo]="$BIN/syncline-bench-raw-gloo --world_size=2 ${SIZES[*]} --json="
 if [ -x "$BIN/syncline-bench-raw-ucx" ]; then
-  measure raw_ucx 300 "$BIN/syncline-bench-raw-ucx" "${SIZES[@]}" --json="$RAW/raw_ucx.json"
+  NAMES+=(raw_ucx)
+  CMD[raw_ucx]="$BIN/syncline-bench-raw-ucx --ops=$OPS ${SIZES[*]} --json="
 fi
 if [ -n "$($PY -c 'import torch.distributed' 2>&1 && echo ok)" ]; then
-  measure torch_gloo 300 "$PY" bench/compare/torch_gloo.py --world_size 2 \
-    --max_bytes "$MAX" --factor "$FACTOR" --repetitions "$REPS" --json "$RAW/torch_gloo.json"
+  NAMES+=(torch_gloo)
+  CMD[torch_gloo]="$PY bench/compare/torch_gloo.py --world_size 2 --min_bytes $MIN --max_bytes $MAX --factor $FACTOR --repetitions $REPS --json "
 fi
 if [ -x "$BIN/syncline-bench-mpi" ] && command -v mpirun > /dev/null; then
-  MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1
-          --mca oob_tcp_if_include lo)
-  measure mpi_shm 300 "${MPIRUN[@]}" --mca btl vader,self "$BIN/syncline-bench-mpi" \
-    --system=mpi-shm "${SIZES[@]}" --json="$RAW/mpi_shm.json"
-  measure mpi_tcp 300 "${MPIRUN[@]}" --mca btl tcp,self --mca btl_tcp_if_include lo \
-    "$BIN/syncline-bench-mpi" --system=mpi-tcp "${SIZES[@]}" --json="$RAW/mpi_tcp.json"
+  MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 --mca oob_tcp_if_include lo"
+  NAMES+=(mpi_shm mpi_tcp)
+  CMD[mpi_shm]="$MPIRUN --mca btl vader,self $BIN/syncline-bench-mpi --system=mpi-shm ${SIZES[*]} --json="
+  CMD[mpi_tcp]="$MPIRUN --mca btl tcp,self --mca btl_tcp_if_include lo $BIN/syncline-bench-mpi --system=mpi-tcp ${SIZES[*]} --json="
 else
   echo "run.sh: OpenMPI not found; mpi-shm and mpi-tcp skipped" >&2
 fi
+
+# The rounds: every system once per round, the order rotated by one each
+# round so that none always runs first or after the same neighbour; the
+# machine's load is probed (1 s, nothing of ours running) before the first
+# round and after each.
+probe() { "$PY" bench/compare/machine_load.py probe "$1" --csv "$RAW/load.csv"; }
+probe before
+for ((round = 1; round <= ROUNDS; ++round)); do
+  mkdir -p "$RAW/round-$round"
+  for ((i = 0; i < ${#NAMES[@]}; ++i)); do
+    name=${NAMES[$(((i + round - 1) % ${#NAMES[@]}))]}
+    # shellcheck disable=SC2086  # the command is words on purpose
+    measure "round-$round/$name" 600 ${CMD[$name]}"$RAW/round-$round/$name.json"
+  done
+  probe "round-$round"
+done
+
 # 3 and 4 ranks of allreduce, for the scaling model's check.
-measure scaling 300 "$BIN/syncline-bench-collectives" --backends="$BACKENDS" --world_sizes=3,4 \
+[ "$QUICK" = 1 ] || measure scaling 300 "$BIN/syncline-bench-collectives" --backends="$BACKENDS" --world_sizes=3,4 \
   --ops=allreduce "${SIZES[@]}" --repetitions=3 --json="$RAW/scaling.json"
 
 # The UCX backend's switch points, measured: every op with a switch point
@@ -124,12 +174,12 @@ measure scaling 300 "$BIN/syncline-bench-collectives" --backends="$BACKENDS" --w
 # forced through the backend options with their repetitions interleaved
 # (bench/model/sweep_switch_points.sh; about a minute). switch_points.py
 # compares them with the defaults and the cost model.
-if [ "$BACKENDS" = gloo,ucx ]; then
+if [ "$BACKENDS" = gloo,ucx ] && [ "$QUICK" = 0 ]; then
   measure switch_sweep 300 env SWEEP_MIN_BYTES=64 SWEEP_MAX_BYTES=8M SWEEP_REPETITIONS=5 \
     bench/model/sweep_switch_points.sh "$BIN" "$RAW/switch_sweep.json"
 fi
 
-if [ "${BENCH_SKIP_DDP:-0}" != 1 ]; then
+if [ "${BENCH_SKIP_DDP:-0}" != 1 ] && [ "$QUICK" = 0 ]; then
   if [ -n "$DDP_TARGET" ] && [ -x "$BIN/$DDP_TARGET" ]; then
     measure ddp_step 300 env SYNCLINE_BACKEND=gloo "$BIN/$DDP_TARGET" &&
       cp "$RAW/ddp_step.log" "$RAW/ddp_step.txt"
@@ -147,20 +197,23 @@ fi
 # agree with the comparison's figure above within 10% (report.py checks).
 measure standalone 300 "$BIN/syncline-bench-collectives" --backends="$BACKENDS" \
   --world_sizes=2 --ops=allreduce --min_bytes="$MAX" --max_bytes="$MAX" \
-  --repetitions="$REPS" --system_suffix=/standalone --json="$RAW/standalone.json"
+  --repetitions=3 --system_suffix=/standalone --json="$RAW/standalone.json"
+probe after
 
 note "report"
-"$PY" bench/compare/report.py --raw "$RAW" --header "$RAW/header.txt" \
-  --md "$OUT/compare.md" --png "$OUT/compare.png"
+"$PY" bench/compare/report.py --raw "$RAW" --header "$RAW/header.txt" --load "$RAW/load.csv" \
+  --md "$OUT/compare.md" --csv "$OUT/compare.csv" --png "$OUT/compare.png"
 status=$?
 if [ -f "$RAW/ddp_step.txt" ]; then echo; cat "$RAW/ddp_step.txt"; fi
 if [ -f "$RAW/ddp_pytorch.log" ]; then echo; cat "$RAW/ddp_pytorch.log"; fi
-note "scaling model"
-"$PY" bench/model/model.py --raw "$RAW" --md "$OUT/model.md" --png "$OUT/model.png" ||
-  echo "run.sh: the scaling model failed" >&2
+if [ "$QUICK" = 0 ]; then
+  note "scaling model"
+  "$PY" bench/model/model.py --raw "$RAW" --md "$OUT/model.md" --png "$OUT/model.png" ||
+    echo "run.sh: the scaling model failed" >&2
+fi
 if [ -f "$RAW/switch_sweep.json" ]; then
   "$PY" bench/model/switch_points.py --raw "$RAW" --md "$OUT/switch_points.md" > /dev/null ||
     echo "run.sh: switch_points.py failed" >&2
 fi
-note "done in $(( $(date +%s) - START )) s; results in bench/results/"
+note "done in $(( $(date +%s) - START )) s; results in $OUT/"
 exit $status

@@ -1,5 +1,6 @@
-/* syncline-bench-mpi: OpenMPI's allreduce, allgather and broadcast, the
- * reference for Syncline on one host.
+/* syncline-bench-mpi: OpenMPI's allreduce, allgather, broadcast and
+ * reduce_scatter (MPI_Reduce_scatter_block, sum), the reference for Syncline
+ * on one host.
  *
  * Run it under mpirun; the BTL chooses the transport:
  *   mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 \
@@ -12,7 +13,8 @@
  * repetitions of the slowest rank's mean time, nccl-tests' columns and bus
  * factors, and rows as JSON (--json, written by rank 0).
  *
- * Usage: syncline-bench-mpi [--system=mpi] [--ops=allreduce,allgather,broadcast]
+ * Usage: syncline-bench-mpi [--system=mpi]
+ *            [--ops=allreduce,allgather,broadcast,reduce_scatter]
  *            [--min_bytes=8] [--max_bytes=64M] [--factor=4] [--warmup=2]
  *            [--repetitions=5] [--json=FILE] */
 #include <mpi.h>
@@ -20,8 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { kAllreduce = 0, kAllgather = 1, kBroadcast = 2, kNumOps = 3 };
-static const char* const kOpNames[kNumOps] = {"allreduce", "allgather", "broadcast"};
+enum { kAllreduce = 0, kAllgather = 1, kBroadcast = 2, kReduceScatter = 3, kNumOps = 4 };
+static const char* const kOpNames[kNumOps] = {"allreduce", "allgather", "broadcast",
+                                              "reduce_scatter"};
 
 struct Flags {
   const char* system;
@@ -71,18 +74,25 @@ static void RunOp(int op, float* send, float* recv, size_t count, int n) {
   } else if (op == kAllgather) {
     MPI_Allgather(send, (int)(count / n), MPI_FLOAT, recv, (int)(count / n), MPI_FLOAT,
                   MPI_COMM_WORLD);
+  } else if (op == kReduceScatter) {
+    MPI_Reduce_scatter_block(send, recv, (int)(count / n), MPI_FLOAT, MPI_SUM,
+                             MPI_COMM_WORLD);
   } else {
     MPI_Bcast(recv, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
   }
 }
 
-static long CountWrong(int op, int n, const float* recv, size_t count) {
+/* reduce_scatter's output is this rank's block of the sum: block elements. */
+static long CountWrong(int op, int rank, int n, const float* recv, size_t count) {
   long wrong = 0;
   size_t block = count / (size_t)n;
-  for (size_t i = 0; i < count; ++i) {
+  size_t outputs = op == kReduceScatter ? block : count;
+  for (size_t i = 0; i < outputs; ++i) {
     float want = 0;
     if (op == kAllreduce) {
       for (int r = 0; r < n; ++r) want += InputValue(r, i);
+    } else if (op == kReduceScatter) {
+      for (int r = 0; r < n; ++r) want += InputValue(r, (size_t)rank * block + i);
     } else if (op == kAllgather) {
       want = InputValue((int)(i / block), i % block);
     } else {
@@ -158,9 +168,11 @@ int main(int argc, char** argv) {
     for (int s = num_sizes - 1; s >= 0; --s) {
       size_t bytes = sizes[s];
       size_t count = bytes / sizeof(float) ? bytes / sizeof(float) : 1;
-      if (op == kAllgather) count = (count / n ? count / n : 1) * (size_t)n;
-      size_t block = op == kAllgather ? count / n : count;
-      for (size_t i = 0; i < block; ++i) send[i] = InputValue(rank, i);
+      if (op == kAllgather || op == kReduceScatter) {
+        count = (count / n ? count / n : 1) * (size_t)n;
+      }
+      size_t inputs = op == kAllgather ? count / n : count;
+      for (size_t i = 0; i < inputs; ++i) send[i] = InputValue(rank, i);
       if (op == kBroadcast && rank == 0) memcpy(recv, send, count * sizeof(float));
       int iters = IterationsFor(count * sizeof(float));
       double reps[65];
@@ -170,14 +182,14 @@ int main(int argc, char** argv) {
           for (size_t i = 0; i < count; ++i) recv[i] = -1.0f;
         }
         RunOp(op, send, recv, count, n);
-        wrong += CountWrong(op, n, recv, count);
+        wrong += CountWrong(op, rank, n, recv, count);
         for (int w = 1; w < f.warmup; ++w) RunOp(op, send, recv, count, n);
         MPI_Barrier(MPI_COMM_WORLD);
         double start = MPI_Wtime();
         for (int it = 0; it < iters; ++it) RunOp(op, send, recv, count, n);
         reps[rep] = (MPI_Wtime() - start) * 1e6 / iters;
       }
-      wrong += CountWrong(op, n, recv, count);
+      wrong += CountWrong(op, rank, n, recv, count);
       reps[f.repetitions] = (double)wrong;
       double slowest[65];
       MPI_Allreduce(reps, slowest, f.repetitions, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -187,7 +199,7 @@ int main(int argc, char** argv) {
       double time_us = Median(slowest, f.repetitions);
       double algbw = (double)(count * sizeof(float)) / time_us / 1e3;
       double busbw = algbw * BusFactor(op, n);
-      const char* redop = op == kAllreduce ? "sum" : "none";
+      const char* redop = op == kAllreduce || op == kReduceScatter ? "sum" : "none";
       if (rank == 0) {
         printf(" %14zu %12zu %6s %6s %10.2f %8.3f %8.3f %7ld\n", count * sizeof(float), count,
                "f32", redop, time_us, algbw, busbw, wrong_all);

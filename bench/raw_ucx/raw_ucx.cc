@@ -1,15 +1,22 @@
 // syncline-bench-raw-ucx: UCP called directly, the reference for Syncline's
 // ucx backend on 2 ranks.
 //
-// What it measures is the floor under any allreduce built on UCP's tag API
+// What it measures is the floor under any collective built on UCP's tag API
 // on this machine, with none of Syncline's layers (core, C ABI, Work,
-// schedules, flight recorder):
-//   - allreduce, f32 sum, 2 ranks: at or below 8 KiB one exchange of the
-//     whole vector and a sum (what recursive doubling does on 2 ranks);
-//     above, reduce-scatter + allgather over halves (what the ring does on 2
-//     ranks), each half one UCP message, so UCX's own rendezvous protocol
-//     (cma on one host) moves the bytes;
+// schedules, flight recorder), f32, 2 ranks:
+//   - allreduce, sum: at or below 8 KiB one exchange of the whole vector and
+//     a sum (what recursive doubling does on 2 ranks); above, reduce-scatter
+//     + allgather over halves (what the ring does on 2 ranks), each half one
+//     UCP message, so UCX's own rendezvous protocol (cma on one host) moves
+//     the bytes;
+//   - allgather: one exchange of each rank's block (the output is 2 blocks);
+//   - reduce_scatter, sum, out of place: one exchange of the half the other
+//     rank keeps, and a sum of the half this rank keeps;
+//   - broadcast from rank 0: one message of the whole buffer;
 //   - 8-byte ping-pong, half a round trip: UCX's one-way latency.
+// On 2 ranks each of these is the least traffic the op can move, one
+// message per direction, so Syncline / raw-ucx splits a gap to OpenMPI into
+// the transport's part and Syncline's.
 // Progress is a busy loop of ucp_worker_progress, the fastest UCP allows.
 // The context and worker are configured like the backend's (tag feature,
 // UCX_* variables honoured). The two ranks are this process and a child
@@ -18,8 +25,9 @@
 // bench/common; times are the slower rank's.
 //
 // Usage:
-//   syncline-bench-raw-ucx [--min_bytes=8] [--max_bytes=64M] [--factor=4]
-//       [--warmup=2] [--repetitions=5] [--json=FILE]
+//   syncline-bench-raw-ucx [--ops=allreduce,allgather,reduce_scatter,broadcast]
+//       [--min_bytes=8] [--max_bytes=64M] [--factor=4] [--warmup=2]
+//       [--repetitions=5] [--json=FILE]
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <ucp/api/ucp.h>
@@ -41,6 +49,8 @@ namespace {
 constexpr size_t kSmallMax = 8 << 10;
 
 struct Flags {
+  std::vector<Op> ops = {Op::kAllreduce, Op::kAllgather, Op::kReduceScatter,
+                         Op::kBroadcast};
   SizeSchedule sizes;
   int warmup = 2;
   int repetitions = 5;
@@ -54,7 +64,18 @@ Flags ParseFlags(int argc, char** argv) {
     const size_t eq = arg.find('=');
     const std::string key = arg.substr(0, eq);
     const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
-    if (key == "--min_bytes" || key == "--max_bytes") {
+    if (key == "--ops") {
+      flags.ops.clear();
+      for (const std::string& name : SplitList(value)) {
+        auto op = ParseOp(name);
+        if (!op || (*op != Op::kAllreduce && *op != Op::kAllgather &&
+                    *op != Op::kReduceScatter && *op != Op::kBroadcast)) {
+          std::fprintf(stderr, "raw-ucx: op %s is not measured here\n", name.c_str());
+          std::exit(2);
+        }
+        flags.ops.push_back(*op);
+      }
+    } else if (key == "--min_bytes" || key == "--max_bytes") {
       auto bytes = ParseBytes(value);
       if (!bytes) {
         std::fprintf(stderr, "raw-ucx: bad size %s\n", value.c_str());
@@ -71,8 +92,10 @@ Flags ParseFlags(int argc, char** argv) {
       flags.json = value;
     } else {
       std::fprintf(stderr,
-                   "usage: syncline-bench-raw-ucx [--min_bytes=8] [--max_bytes=64M] "
-                   "[--factor=4] [--warmup=2] [--repetitions=5] [--json=FILE]\n");
+                   "usage: syncline-bench-raw-ucx "
+                   "[--ops=allreduce,allgather,reduce_scatter,broadcast] [--min_bytes=8] "
+                   "[--max_bytes=64M] [--factor=4] [--warmup=2] [--repetitions=5] "
+                   "[--json=FILE]\n");
       std::exit(2);
     }
   }
@@ -160,7 +183,8 @@ class Peer {
   // Sends `send_bytes` to the other rank and receives `recv_bytes` into
   // `recv_buf`, both posted at once; returns when both are done (busy
   // progress).
-  void Exchange(const void* send_buf, size_t send_bytes, void* recv_buf, size_t recv_bytes) {
+  void Exchange(const void* send_buf, size_t send_bytes, void* recv_buf,
+                size_t recv_bytes) {
     ucp_request_param_t param{};
     void* recv = ucp_tag_recv_nbx(worker_, recv_buf, recv_bytes, 0, 0, &param);
     void* send = ucp_tag_send_nbx(ep_, send_buf, send_bytes, 0, &param);
@@ -220,14 +244,102 @@ void Allreduce(Peer& peer, float* buf, float* tmp, size_t n) {
   peer.Exchange(mine, my_n * sizeof(float), theirs, their_n * sizeof(float));
 }
 
+// 2-rank allgather: `block` floats of this rank's input (in place, at its
+// block of `out`) to the same block of the other rank's `out`.
+void Allgather(Peer& peer, float* out, size_t block) {
+  float* mine = out + peer.rank() * block;
+  float* theirs = out + (1 - peer.rank()) * block;
+  peer.Exchange(mine, block * sizeof(float), theirs, block * sizeof(float));
+}
+
+// 2-rank reduce_scatter, out of place: `in` holds 2 blocks of `block`
+// floats; this rank's block of the sum lands in `out`.
+void ReduceScatter(Peer& peer, const float* in, float* out, float* tmp, size_t block) {
+  const float* mine = in + peer.rank() * block;
+  const float* theirs = in + (1 - peer.rank()) * block;
+  peer.Exchange(theirs, block * sizeof(float), tmp, block * sizeof(float));
+  for (size_t i = 0; i < block; ++i) out[i] = mine[i] + tmp[i];
+}
+
+// Broadcast of `n` floats from rank 0, in place.
+void Broadcast(Peer& peer, float* buf, size_t n) {
+  if (peer.rank() == 0) {
+    peer.Send(buf, n * sizeof(float));
+  } else {
+    peer.Recv(buf, n * sizeof(float));
+  }
+}
+
 // Inputs: element i of rank r is (r + 1) * (i % 7 + 1), small integers, so
 // the sum (3 * (i % 7 + 1)) is exact in f32.
+float Input(int rank, size_t i) { return static_cast<float>((rank + 1) * (i % 7 + 1)); }
 void Fill(float* buf, size_t n, int rank) {
-  for (size_t i = 0; i < n; ++i) buf[i] = static_cast<float>((rank + 1) * (i % 7 + 1));
+  for (size_t i = 0; i < n; ++i) buf[i] = Input(rank, i);
 }
-int64_t CountWrong(const float* buf, size_t n) {
+void Scribble(float* buf, size_t n) { std::fill(buf, buf + n, -1.0f); }
+
+// One op on `n` floats (nccl-tests' count: the largest buffer), on buffers
+// that the caller allocated for the largest size.
+struct OpBuffers {
+  std::vector<float> in, out, tmp;
+};
+
+// Prepares the inputs of `op` and scribbles its output.
+void Prepare(Op op, int rank, size_t n, OpBuffers& b) {
+  switch (op) {
+    case Op::kAllreduce:
+      Fill(b.out.data(), n, rank);  // in place
+      break;
+    case Op::kAllgather:
+      Scribble(b.out.data(), n);  // this rank's block is its input, element
+      for (size_t i = 0; i < n / 2; ++i) b.out[rank * (n / 2) + i] = Input(rank, i);
+      break;
+    case Op::kReduceScatter:
+      Fill(b.in.data(), n, rank);
+      Scribble(b.out.data(), n / 2);
+      break;
+    default:  // broadcast from rank 0, in place
+      if (rank == 0) {
+        Fill(b.out.data(), n, 0);
+      } else {
+        Scribble(b.out.data(), n);
+      }
+  }
+}
+
+void RunOp(Peer& peer, Op op, size_t n, OpBuffers& b) {
+  switch (op) {
+    case Op::kAllreduce:
+      Allreduce(peer, b.out.data(), b.tmp.data(), n);
+      break;
+    case Op::kAllgather:
+      Allgather(peer, b.out.data(), n / 2);
+      break;
+    case Op::kReduceScatter:
+      ReduceScatter(peer, b.in.data(), b.out.data(), b.tmp.data(), n / 2);
+      break;
+    default:
+      Broadcast(peer, b.out.data(), n);
+  }
+}
+
+// Elements of this rank's output that differ from what `op` must give.
+int64_t CountWrong(Op op, int rank, size_t n, const OpBuffers& b) {
   int64_t wrong = 0;
-  for (size_t i = 0; i < n; ++i) wrong += buf[i] != static_cast<float>(3 * (i % 7 + 1));
+  switch (op) {
+    case Op::kAllreduce:
+      for (size_t i = 0; i < n; ++i) wrong += b.out[i] != 3 * Input(0, i);
+      break;
+    case Op::kAllgather:
+      for (size_t i = 0; i < n; ++i) wrong += b.out[i] != Input(i / (n / 2), i % (n / 2));
+      break;
+    case Op::kReduceScatter:
+      for (size_t i = 0; i < n / 2; ++i)
+        wrong += b.out[i] != 3 * Input(0, rank * (n / 2) + i);
+      break;
+    default:
+      for (size_t i = 0; i < n; ++i) wrong += b.out[i] != Input(0, i);
+  }
   return wrong;
 }
 
@@ -236,47 +348,63 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }
 
 // Both ranks run this; returns rank 0's rows (times are the slower rank's).
+// The first warm-up of the first repetition is checked on both ranks, and
+// so are the last repetition's timed ops (but allreduce's, see below).
 std::vector<Row> Run(Peer& peer, const Flags& flags) {
   std::vector<Row> rows;
   const std::vector<size_t> sizes = Sizes(flags.sizes);
   const size_t max_n = flags.sizes.max_bytes / sizeof(float) + 1;
-  std::vector<float> buf(max_n), tmp(max_n);
-  for (size_t bytes : sizes) {
-    const size_t n = std::max<size_t>(1, bytes / sizeof(float));
-    const int iters = IterationsFor(bytes);
-    std::vector<double> reps;
-    int64_t wrong = 0;
-    for (int rep = 0; rep < flags.repetitions; ++rep) {
-      for (int w = 0; w < flags.warmup; ++w) {
-        Fill(buf.data(), n, peer.rank());
-        Allreduce(peer, buf.data(), tmp.data(), n);
-        if (rep == 0 && w == 0) wrong += CountWrong(buf.data(), n);
+  OpBuffers b{std::vector<float>(max_n), std::vector<float>(max_n),
+              std::vector<float>(max_n)};
+  for (Op op : flags.ops) {
+    for (size_t bytes : sizes) {
+      size_t n = std::max<size_t>(1, bytes / sizeof(float));
+      if (op == Op::kAllgather || op == Op::kReduceScatter)
+        n = std::max<size_t>(2, n / 2 * 2);
+      const int iters = IterationsFor(bytes);
+      std::vector<double> reps;
+      int64_t wrong = 0;
+      for (int rep = 0; rep < flags.repetitions; ++rep) {
+        for (int w = 0; w < flags.warmup; ++w) {
+          Prepare(op, peer.rank(), n, b);
+          RunOp(peer, op, n, b);
+          if (rep == 0 && w == 0) wrong += CountWrong(op, peer.rank(), n, b);
+        }
+        // The last repetition's timed ops start from a scribbled output and
+        // are checked after (their inputs stay intact, so any of them must
+        // leave the right output); an allreduce in place goes on summing, so
+        // only its warm-up is checked.
+        const bool check_last = rep == flags.repetitions - 1 && op != Op::kAllreduce;
+        if (check_last) Prepare(op, peer.rank(), n, b);
+        const auto start = std::chrono::steady_clock::now();
+        for (int it = 0; it < iters; ++it) RunOp(peer, op, n, b);
+        double mine = SecondsSince(start) / iters;
+        if (check_last) wrong += CountWrong(op, peer.rank(), n, b);
+        // The slower rank's time, and the wrong count of both.
+        double other = 0;
+        int64_t other_wrong = 0;
+        WriteAll(peer.sock(), &mine, sizeof(mine));
+        WriteAll(peer.sock(), &wrong, sizeof(wrong));
+        ReadAll(peer.sock(), &other, sizeof(other));
+        ReadAll(peer.sock(), &other_wrong, sizeof(other_wrong));
+        reps.push_back(std::max(mine, other));
+        if (rep == flags.repetitions - 1) wrong += other_wrong;
       }
-      const auto start = std::chrono::steady_clock::now();
-      for (int it = 0; it < iters; ++it) Allreduce(peer, buf.data(), tmp.data(), n);
-      double mine = SecondsSince(start) / iters;
-      // The slower rank's time, and the wrong count of both.
-      double other = 0;
-      int64_t other_wrong = 0;
-      WriteAll(peer.sock(), &mine, sizeof(mine));
-      WriteAll(peer.sock(), &wrong, sizeof(wrong));
-      ReadAll(peer.sock(), &other, sizeof(other));
-      ReadAll(peer.sock(), &other_wrong, sizeof(other_wrong));
-      reps.push_back(std::max(mine, other));
-      if (rep == flags.repetitions - 1) wrong += other_wrong;
+      Row row;
+      row.system = "raw-ucx";
+      row.op = OpName(op);
+      row.dtype = "f32";
+      row.redop = op == Op::kAllgather || op == Op::kBroadcast ? "none" : "sum";
+      row.ranks = 2;
+      row.bytes = n * sizeof(float);
+      row.count = n;
+      row.time_us = Median(reps) * 1e6;
+      row.samples_us = reps;
+      for (double& t : row.samples_us) t *= 1e6;
+      row.wrong = wrong;
+      ComputeBandwidth(&row);
+      rows.push_back(row);
     }
-    Row row;
-    row.system = "raw-ucx";
-    row.op = OpName(Op::kAllreduce);
-    row.dtype = "f32";
-    row.redop = "sum";
-    row.ranks = 2;
-    row.bytes = n * sizeof(float);
-    row.count = n;
-    row.time_us = Median(reps) * 1e6;
-    row.wrong = wrong;
-    ComputeBandwidth(&row);
-    rows.push_back(row);
   }
   return rows;
 }
@@ -337,11 +465,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "raw-ucx: rank 1 failed\n");
     return 1;
   }
-  std::printf("# raw-ucx: UCP tag API, 2 ranks, busy progress; 8 B ping-pong %.2f us one way\n",
-              pingpong_us);
+  std::printf(
+      "# raw-ucx: UCP tag API, 2 ranks, busy progress; 8 B ping-pong %.2f us one way\n",
+      pingpong_us);
   std::printf("%s\n", TableHeader().c_str());
   int64_t wrong = 0;
-  for (const Row& row : rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& row = rows[i];
+    if (i == 0 || rows[i - 1].op != row.op) std::printf("# %s\n", row.op.c_str());
     std::printf("%s\n", TableLine(row).c_str());
     wrong += row.wrong;
   }

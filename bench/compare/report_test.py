@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""report_test.py: the comparison report's spread, ratio intervals, verdicts
+and quiet-machine flag, on small synthetic inputs with hand-computed answers.
+
+Runs report.py as run.sh does (a samples CSV instead of the rounds' JSON, a
+load CSV from machine_load.py's format) in a temporary folder, and checks
+compare.csv, compare_ratios.csv and the markdown against figures worked out
+by hand below, not by the code under test. Registered with ctest (label
+bench): `ctest -L bench`.
+"""
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import machine_load  # noqa: E402
+
+K64, M4 = 65536, 4 << 20
+
+# (system, op, bytes) -> busbw per round (None: that round has no sample).
+BUSBW = {
+    ("syncline-ucx", "allreduce", K64): [8.0, 10.0, 9.0],
+    ("mpi-shm", "allreduce", K64): [5.0, 4.0, 6.0],
+    ("raw-ucx", "allreduce", K64): [7.0, None, 9.0],
+    ("raw-gloo", "allreduce", K64): [None, 3.0, None],
+    ("syncline-ucx", "allreduce", M4): [4.0, 5.0, 6.0],
+    ("mpi-shm", "allreduce", M4): [6.0, 5.5, 5.0],
+    ("syncline-ucx", "allgather", K64): [1.0, 2.5, 2.0],
+    ("mpi-shm", "allgather", K64): [3.0, 4.0, 5.0],
+    ("syncline-ucx", "allgather", M4): [8.0, 6.0, 4.0],
+    ("mpi-shm", "allgather", M4): [2.0, 3.0, 4.0],
+}
+
+# Worked by hand: median, min, max of the busbw lists above.
+POINTS = {
+    ("syncline-ucx", "allreduce", K64): (9.0, 8.0, 10.0, 3),
+    ("mpi-shm", "allreduce", K64): (5.0, 4.0, 6.0, 3),
+    ("raw-ucx", "allreduce", K64): (8.0, 7.0, 9.0, 2),  # even count: mean of the middle two
+    ("syncline-ucx", "allreduce", M4): (5.0, 4.0, 6.0, 3),
+    ("mpi-shm", "allreduce", M4): (5.5, 5.0, 6.0, 3),
+}
+
+# (op, system, reference, bytes) -> ratio = med/med, low = min/max,
+# high = max/min, verdict.
+RATIOS = {
+    ("allreduce", "syncline-ucx", "mpi-shm", K64): (9 / 5, 8 / 6, 10 / 4, "faster"),
+    ("allreduce", "syncline-ucx", "raw-ucx", K64): (9 / 8, 8 / 9, 10 / 7, "level"),
+    # One sample of raw-gloo: no spread, so no verdict either way.
+    ("allreduce", "syncline-ucx", "raw-gloo", K64): (9 / 3, 8 / 3, 10 / 3, "unknown (1 round)"),
+    # 0.91x at the median, but the interval 0.67-1.2 holds 1: level, not a loss.
+    ("allreduce", "syncline-ucx", "mpi-shm", M4): (5 / 5.5, 4 / 6, 6 / 5, "level"),
+    ("allgather", "syncline-ucx", "mpi-shm", K64): (2 / 4, 1 / 5, 2.5 / 3, "slower"),
+    # The interval starts exactly at 1 (4 / 4): it touches 1, so level.
+    ("allgather", "syncline-ucx", "mpi-shm", M4): (6 / 3, 4 / 4, 8 / 2, "level"),
+}
+
+HEADER = "# Synthetic comparison\n\n- Machine: a test\n"
+
+
+def probes(*rows):
+    """Load probes: (label, load1, busy) on 2 CPUs."""
+    return [{"label": label, "epoch_s": 0, "cpus": 2, "load1": load1, "load5": load1,
+             "load15": load1, "busy": busy} for label, load1, busy in rows]
+
+
+QUIET = probes(("before", 0.2, 0.05), ("round-1", 1.5, 0.1), ("after", 2.1, 0.0))
+
+
+class ReportTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="report_test.")
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write_csv(self, name, fields, rows):
+        path = os.path.join(self.dir, name)
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields)
+            w.writeheader()
+            w.writerows(rows)
+        return path
+
+    def run_report(self, load_rows, wrong_at=None):
+        samples = []
+        for (system, op, nbytes), values in BUSBW.items():
+            for i, busbw in enumerate(values):
+                if busbw is None:
+                    continue
+                samples.append({"round": i + 1, "system": system, "op": op, "ranks": 2,
+                                "bytes": nbytes, "count": nbytes // 4,
+                                "time_us": 100.0 / busbw, "busbw": busbw,
+                                "wrong": 5 if (system, op, nbytes, i + 1) == wrong_at else 0})
+        samples_csv = self.write_csv("samples.csv", ["round", "system", "op", "ranks", "bytes",
+                                                     "count", "time_us", "busbw", "wrong"], samples)
+        load_csv = self.write_csv("load.csv", machine_load.FIELDS, load_rows)
+        header = os.path.join(self.dir, "header.txt")
+        with open(header, "w") as f:
+            f.write(HEADER)
+        md, out_csv = os.path.join(self.dir, "compare.md"), os.path.join(self.dir, "compare.csv")
+        result = subprocess.run(
+            [sys.executable, os.path.join(HERE, "report.py"), "--raw", self.dir, "--header",
+             header, "--samples", samples_csv, "--load", load_csv, "--md", md, "--csv", out_csv],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        with open(md) as f:
+            text = f.read()
+        with open(out_csv) as f:
+            points = list(csv.DictReader(f))
+        with open(os.path.join(self.dir, "compare_ratios.csv")) as f:
+            ratios = list(csv.DictReader(f))
+        return result, text, points, ratios
+
+    def test_spread_of_every_point(self):
+        result, _, points, _ = self.run_report(QUIET)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        got = {(p["system"], p["op"], int(p["bytes"])): p for p in points}
+        for key, (median, low, high, n) in POINTS.items():
+            p = got[key]
+            self.assertAlmostEqual(float(p["busbw_median"]), median, places=5, msg=key)
+            self.assertAlmostEqual(float(p["busbw_min"]), low, places=5, msg=key)
+            self.assertAlmostEqual(float(p["busbw_max"]), high, places=5, msg=key)
+            self.assertEqual(int(p["rounds"]), n, key)
+            # time = 100 / busbw: the slowest round has the lowest busbw.
+            self.assertAlmostEqual(float(p["time_us_max"]), 100.0 / low, places=3, msg=key)
+            self.assertEqual(p["load1_start"], "0.2")
+            self.assertEqual(p["load1_end"], "2.1")
+            self.assertEqual(p["quiet"], "yes")
+
+    def test_ratio_intervals_and_verdicts(self):
+        _, text, _, ratios = self.run_report(QUIET)
+        got = {(r["op"], r["system"], r["reference"], int(r["bytes"])): r for r in ratios}
+        for key, (ratio, low, high, verdict) in RATIOS.items():
+            r = got[key]
+            self.assertAlmostEqual(float(r["ratio"]), ratio, places=4, msg=key)
+            self.assertAlmostEqual(float(r["low"]), low, places=4, msg=key)
+            self.assertAlmostEqual(float(r["high"]), high, places=4, msg=key)
+            self.assertEqual(r["verdict"], verdict, key)
+        # The markdown shows the same: median (min-max) cells and verdicts.
+        self.assertIn("| 64 KiB | 9.00 (8.00-10) |", text)
+        self.assertIn("8.00 (7.00-9.00), 2 of 3 rounds", text)
+        self.assertIn("0.909 (0.667-1.20) level", text)
+        self.assertIn("0.500 (0.200-0.833) slower", text)
+        self.assertIn("1.80 (1.33-2.50) faster", text)
+        self.assertIn("The machine was quiet", text)
+        self.assertNotIn("NOT quiet", text)
+
+    def test_not_quiet_is_flagged_in_the_report(self):
+        busy = probes(("before", 0.2, 0.05), ("round-1", 1.8, 0.6), ("after", 2.0, 0.1))
+        _, text, points, _ = self.run_report(busy)
+        self.assertIn("**The machine was NOT quiet**", text)
+        self.assertIn("round-1 60 %", text)
+        self.assertTrue(all(p["quiet"] == "no" for p in points))
+
+    def test_each_not_quiet_rule(self):
+        self.assertEqual(machine_load.assess(QUIET), [])
+        self.assertIsNone(machine_load.assess([]))
+        # 1.2 at the start on 2 CPUs: above 0.5 per CPU (1.0).
+        start = machine_load.assess(probes(("before", 1.2, 0.0), ("after", 2.0, 0.0)))
+        self.assertEqual(len(start), 1)
+        self.assertIn("1.20 at the start, above 1.00", start[0])
+        # 0.2 -> 3.3: above 0.2 + 2 ranks + 1.0 = 3.2; 3.1 is not.
+        rise = machine_load.assess(probes(("before", 0.2, 0.0), ("after", 3.3, 0.0)))
+        self.assertEqual(len(rise), 1)
+        self.assertIn("rose from 0.20 to 3.30", rise[0])
+        self.assertEqual(machine_load.assess(probes(("before", 0.2, 0.0), ("after", 3.1, 0.0))), [])
+        # Busy share: 26 % is flagged, 25 % is not.
+        self.assertEqual(len(machine_load.assess(probes(("before", 0.1, 0.26)))), 1)
+        self.assertEqual(machine_load.assess(probes(("before", 0.1, 0.25))), [])
+
+    def test_a_wrong_sample_fails_the_report(self):
+        result, text, _, _ = self.run_report(QUIET, wrong_at=("mpi-shm", "allgather", M4, 2))
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("WRONG RESULTS at [('mpi-shm', 'allgather', 4194304)]", text)
+
+    def test_the_probe_reads_this_machine(self):
+        row = machine_load.probe("now", seconds=0.05)
+        self.assertEqual(row["cpus"], os.cpu_count())
+        self.assertGreaterEqual(row["busy"], 0.0)
+        self.assertLessEqual(row["busy"], 1.0)
+        self.assertGreaterEqual(row["load1"], 0.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
