@@ -1,6 +1,7 @@
 # Sources of the reducer side of libsyncline_ddp (DistributedDataParallel,
 # buckets, comm hooks, GradScaler). Listed explicitly; see ddp/CMakeLists.txt.
 list(APPEND SYNCLINE_DDP_REDUCER_SOURCES
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/error.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/src/torch_interop.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/src/bucket_layout.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/src/replica_check.cc

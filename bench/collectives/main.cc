@@ -34,6 +34,7 @@
 
 #include "bench/collectives/rank.h"
 #include "bench/common/bench_common.h"
+#include "bench/common/help.h"
 #include "bench/common/spawn.h"
 #include "syncline/rendezvous.h"
 #include "syncline/tcp_store.h"
@@ -50,6 +51,44 @@ bool InJob() {
     if (value != nullptr && *value != '\0') return true;
   }
   return false;
+}
+
+// --help, in the layout of syncline-run's (tools/cli).
+bool PrintHelpIfAsked(int argc, char** argv) {
+  cli::Usage usage;
+  usage.program = "syncline-bench-collectives";
+  usage.positional = "[--benchmark_*...]";
+  usage.description =
+      "nccl-tests-style tables (size, count, dtype, time, algbw, busbw) for Syncline's "
+      "collectives, measured through the public Communicator API.\n\n"
+      "Without a rendezvous in the environment it is its own launcher: for each world "
+      "size it hosts a store on 127.0.0.1 and starts that many ranks of itself. Under "
+      "syncline-run, torchrun-style variables or mpirun it runs as one rank of that job.";
+  usage.epilog =
+      "Other --benchmark_* flags go to Google Benchmark. Example: "
+      "syncline-bench-collectives --backends=gloo,ucx --world_sizes=2,4 --ops=allreduce";
+  std::vector<cli::Option> options = {
+      {"--backends=LIST", "", "Backends to measure, e.g. gloo,ucx.", "gloo"},
+      {"--world_sizes=LIST", "", "World sizes to launch (as its own launcher).", "2"},
+      {"--ops=LIST", "",
+       "Of allreduce, allgather, reduce_scatter, broadcast, alltoall, reduce.",
+       "allreduce,allgather,reduce_scatter,broadcast,alltoall"},
+      {"--dtypes=LIST", "", "Of f32, f64, f16, bf16, i8, u8, i32, i64.", "f32"},
+      {"--redop=OP", "", "sum, min, max or avg.", "sum"},
+  };
+  AppendSharedOptions({"min_bytes", "max_bytes", "factor"}, &options);
+  options.push_back({"--fine", "", "Sets --factor=2.", ""});
+  AppendSharedOptions({"warmup", "repetitions"}, &options);
+  options.push_back({"--timeout_s=SECONDS", "", "Deadline of every op.", "120"});
+  AppendSharedOptions({"json"}, &options);
+  options.push_back({"--backend_options=\"k=v;...\"", "",
+                     "Passed to every backend, e.g. \"allreduce_small_max=0\".", ""});
+  options.push_back({"--system_suffix=/LABEL", "", "Appended to the rows' system name.", ""});
+  options.push_back({"--variant=LABEL:\"k=v;...\"", "",
+                     "Repeatable: measure several option sets in one job, their "
+                     "repetitions interleaved; rows are named syncline-<backend>/LABEL.",
+                     ""});
+  return cli::PrintHelpIfAsked(argc, argv, usage, options);
 }
 
 [[noreturn]] void Usage(const std::string& why) {
@@ -221,6 +260,7 @@ int Launch(const BenchConfig& config, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace syncline::bench;
+  if (PrintHelpIfAsked(argc, argv)) return 0;
   std::vector<std::string> rest;
   const BenchConfig config = ParseFlags(argc, argv, &rest);
   if (!InJob()) return Launch(config, argc, argv);

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "bench/common/bench_common.h"
+#include "bench/common/help.h"
 
 namespace syncline::bench {
 namespace {
@@ -152,6 +153,18 @@ int Main(const Flags& flags) {
 }  // namespace syncline::bench
 
 int main(int argc, char** argv) {
+  syncline::cli::Usage usage;
+  usage.program = "syncline-bench-membw";
+  usage.description =
+      "The memory-bandwidth bound of a collective on this machine: times a sum and a "
+      "copy kernel on --threads threads at once (one per rank, sharing the memory bus "
+      "as the ranks would) and derives the busbw that allreduce, allgather and "
+      "broadcast through memory could reach. Sizes and iterations follow bench/common.";
+  std::vector<syncline::cli::Option> options = {
+      {"--threads=N", "", "Threads at once, one per simulated rank.", "2"}};
+  syncline::bench::AppendSharedOptions(
+      {"min_bytes", "max_bytes", "factor", "repetitions", "json"}, &options);
+  if (syncline::cli::PrintHelpIfAsked(argc, argv, usage, options)) return 0;
   syncline::bench::Flags flags;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

@@ -103,6 +103,45 @@ static long CountWrong(int op, int rank, int n, const float* recv, size_t count)
   return wrong;
 }
 
+/* --help, rendered once in the layout that tools/cli gives the C++ programs
+ * (a C program cannot link it); tests/tools/help_test checks its usage line
+ * and options as it checks theirs. */
+static const char kHelp[] =
+    "usage: syncline-bench-mpi [-h] [--system=NAME] [--ops=LIST] [--min_bytes=BYTES]\n"
+    "                         [--max_bytes=BYTES] [--factor=N] [--warmup=N]\n"
+    "                         [--repetitions=N] [--json=FILE]\n"
+    "\n"
+    "OpenMPI's allreduce, allgather and broadcast, the reference for Syncline on one\n"
+    "host, following bench/common's rules (sizes, iterations, nccl-tests' columns).\n"
+    "Run it under mpirun; the BTL chooses the transport.\n"
+    "\n"
+    "options:\n"
+    "  -h, --help            show this help message and exit\n"
+    "  --system=NAME         The system name in the rows, e.g. mpi-shm or mpi-tcp.\n"
+    "                        (default: mpi)\n"
+    "  --ops=LIST            Of allreduce, allgather, broadcast. (default:\n"
+    "                        allreduce,allgather,broadcast)\n"
+    "  --min_bytes=BYTES     Smallest message size (8, 4K, 64M, 1G). (default: 8)\n"
+    "  --max_bytes=BYTES     Largest message size. (default: 64M)\n"
+    "  --factor=N            Sizes run down from max_bytes, divided by N each time.\n"
+    "                        (default: 4)\n"
+    "  --warmup=N            Untimed ops per repetition; the first one is checked.\n"
+    "                        (default: 2)\n"
+    "  --repetitions=N       Repetitions per row; the row is their median. (default:\n"
+    "                        5)\n"
+    "  --json=FILE           Also write every row to FILE as JSON.\n"
+    "\n"
+    "Example: mpirun -np 2 --mca pml ob1 --mca btl vader,self syncline-bench-mpi\n"
+    "--system=mpi-shm\n";
+
+static int HelpAsked(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--")) break;
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+  }
+  return 0;
+}
+
 static void ParseFlags(int argc, char** argv, struct Flags* f) {
   f->system = "mpi";
   for (int k = 0; k < kNumOps; ++k) f->ops[k] = 1;
@@ -135,6 +174,10 @@ static void ParseFlags(int argc, char** argv, struct Flags* f) {
 }
 
 int main(int argc, char** argv) {
+  if (HelpAsked(argc, argv)) { /* before MPI_Init: no mpirun needed */
+    fputs(kHelp, stdout);
+    return 0;
+  }
   MPI_Init(&argc, &argv);
   int rank = 0, n = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

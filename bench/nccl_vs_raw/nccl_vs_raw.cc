@@ -22,6 +22,7 @@
 
 #include "syncline/communicator.h"
 #include "syncline/rendezvous.h"
+#include "tools/cli/usage.h"
 
 namespace {
 
@@ -65,6 +66,19 @@ void Measure(int iters, Op op, WaitOne wait_one, WaitAll wait_all, Timing* t) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  syncline::cli::Usage usage;
+  usage.program = "nccl_vs_raw";
+  usage.description =
+      "Allreduce busbw and latency through Syncline's NCCL backend against raw "
+      "ncclAllReduce, on the same device buffer and CUDA stream, alternating between "
+      "the two. Exits 1 when Syncline's busbw at 64 MiB is below 97% of raw, or it adds "
+      "more than 5 us to an 8-byte op's latency. Needs a GPU per rank.";
+  usage.epilog = "Example: syncline-run -n 2 build/bin/nccl_vs_raw --iters 50";
+  const std::vector<syncline::cli::Option> flags = {
+      {"--iters", "N", "Ops per pipelined measurement.", "50"},
+      {"--max-mb", "MB", "Largest message, in MiB.", "64"},
+  };
+  if (syncline::cli::PrintHelpIfAsked(argc, argv, usage, flags)) return 0;
   int iters = 50;
   size_t max_bytes = size_t{64} << 20;
   for (int i = 1; i + 1 < argc; i += 2) {

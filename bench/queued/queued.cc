@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "bench/common/bench_common.h"
+#include "bench/common/help.h"
 #include "bench/common/spawn.h"
 #include "gloo/allreduce.h"
 #include "gloo/rendezvous/context.h"
@@ -52,6 +53,26 @@ struct Flags {
   int rank = -1;         // set in the rank processes
   std::string dir;       // likewise
 };
+
+// --help, in the layout of syncline-run's (tools/cli).
+bool PrintHelpIfAsked(int argc, char** argv) {
+  cli::Usage usage;
+  usage.program = "syncline-bench-queued";
+  usage.description =
+      "The cost of one small op when many are queued: --ops 8-byte allreduces through "
+      "raw Gloo, through Syncline's gloo backend all posted before any wait "
+      "(syncline-queued), and posted and waited one at a time (syncline-sequential), "
+      "side by side in one run. Prints the mean time per op, the ratios to raw Gloo and "
+      "the load average.";
+  std::vector<cli::Option> options = {
+      {"--world_size=N", "", "Ranks to start (at least 2).", "2"},
+      {"--ops=N", "", "Allreduces per repetition.", "10000"},
+      {"--repetitions=N", "", "Repetitions per row; the row is their median.", "3"},
+      {"--max_ratio=R", "", "Exit 1 if syncline-queued / raw-gloo exceeds R (0: report only).",
+       "0"},
+  };
+  return cli::PrintHelpIfAsked(argc, argv, usage, options);
+}
 
 Flags ParseFlags(int argc, char** argv) {
   Flags flags;
@@ -248,6 +269,7 @@ int RunRank(const Flags& flags) {
 }  // namespace syncline::bench
 
 int main(int argc, char** argv) {
+  if (syncline::bench::PrintHelpIfAsked(argc, argv)) return 0;
   const syncline::bench::Flags flags = syncline::bench::ParseFlags(argc, argv);
   if (flags.rank < 0) {
     return syncline::bench::LaunchRanksInTempDir("queued", flags.world_size, "--dir", argc,

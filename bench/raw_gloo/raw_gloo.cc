@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bench/common/bench_common.h"
+#include "bench/common/help.h"
 #include "bench/common/spawn.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
@@ -47,6 +48,24 @@ struct Flags {
   int rank = -1;          // set in the rank processes
   std::string store_dir;  // likewise
 };
+
+// --help, in the layout of syncline-run's (tools/cli).
+bool PrintHelpIfAsked(int argc, char** argv) {
+  cli::Usage usage;
+  usage.program = "syncline-bench-raw-gloo";
+  usage.description =
+      "Gloo called directly, the reference for Syncline's gloo backend: the same "
+      "calls the backend makes, over a TCP device on 127.0.0.1, on ranks that are this "
+      "program re-executed. Sizes, iterations and rows follow bench/common.";
+  std::vector<cli::Option> options = {
+      {"--world_size=N", "", "Ranks to start.", "2"},
+      {"--ops=LIST", "", "Of allreduce, allgather, broadcast.",
+       "allreduce,allgather,broadcast"},
+  };
+  AppendSharedOptions({"min_bytes", "max_bytes", "factor", "warmup", "repetitions", "json"},
+                      &options);
+  return cli::PrintHelpIfAsked(argc, argv, usage, options);
+}
 
 Flags ParseFlags(int argc, char** argv) {
   Flags flags;
@@ -250,6 +269,7 @@ int RunRank(const Flags& flags) {
 }  // namespace syncline::bench
 
 int main(int argc, char** argv) {
+  if (syncline::bench::PrintHelpIfAsked(argc, argv)) return 0;
   const syncline::bench::Flags flags = syncline::bench::ParseFlags(argc, argv);
   if (flags.rank < 0) {
     return syncline::bench::LaunchRanksInTempDir("raw-gloo", flags.world_size, "--store_dir",

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "bench/common/bench_common.h"
+#include "bench/common/help.h"
 
 namespace syncline::bench {
 namespace {
@@ -56,6 +57,21 @@ struct Flags {
   int repetitions = 5;
   std::string json;
 };
+
+// --help, in the layout of syncline-run's (tools/cli).
+bool PrintHelpIfAsked(int argc, char** argv) {
+  cli::Usage usage;
+  usage.program = "syncline-bench-raw-ucx";
+  usage.description =
+      "UCP called directly, the reference for Syncline's ucx backend on 2 ranks: the "
+      "floor under any allreduce built on UCP's tag API on this machine, and UCX's "
+      "one-way latency (8-byte ping-pong). Sizes, iterations and rows follow "
+      "bench/common.";
+  std::vector<cli::Option> options;
+  AppendSharedOptions({"min_bytes", "max_bytes", "factor", "warmup", "repetitions", "json"},
+                      &options);
+  return cli::PrintHelpIfAsked(argc, argv, usage, options);
+}
 
 Flags ParseFlags(int argc, char** argv) {
   Flags flags;
@@ -435,6 +451,7 @@ double PingPongUs(Peer& peer, const Flags& flags) {
 
 int main(int argc, char** argv) {
   using namespace syncline::bench;
+  if (PrintHelpIfAsked(argc, argv)) return 0;
   const Flags flags = ParseFlags(argc, argv);
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {

@@ -38,6 +38,7 @@
 #include "absl/synchronization/notification.h"
 #include "syncline/rendezvous.h"
 #include "syncline/tcp_store.h"
+#include "tools/cli/usage.h"
 
 namespace {
 
@@ -151,6 +152,26 @@ int RunRanks(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  syncline::cli::Usage usage;
+  usage.program = "syncline-bench-store-scale";
+  usage.description =
+      "Syncline's rendezvous at many simulated ranks: one process plays ranks "
+      "[F, F+C) of a world of N, one thread each, against a TcpStore on 127.0.0.1. "
+      "bench/store_scale/run.py starts the store (--serve) and a few of these workers, "
+      "then releases them all at once.";
+  usage.epilog =
+      "A worker prints \"ready\", waits for a line on stdin, connects and checks in, "
+      "then prints \"done <connected_ns> <checked_in_ns> <errors>\".";
+  const std::vector<syncline::cli::Option> options = {
+      {"--serve", "", "Host a TcpStoreServer on a free port, print \"port <p>\", serve "
+       "until stdin closes.", ""},
+      {"--port", "P", "The store's port (a worker).", ""},
+      {"--world", "N", "The world size.", ""},
+      {"--first", "F", "The first rank this process plays.", "0"},
+      {"--count", "C", "How many ranks this process plays (a multiple of K).", ""},
+      {"--per-check-in", "K", "Ranks per check-in (a node leader when K > 1).", "1"},
+  };
+  if (syncline::cli::PrintHelpIfAsked(argc, argv, usage, options)) return 0;
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];

@@ -3,9 +3,10 @@
 
 #include <algorithm>
 #include <map>
-#include <stdexcept>
 #include <string>
 #include <tuple>
+
+#include "syncline/ddp/error.h"
 
 namespace syncline::ddp::internal {
 namespace {
@@ -18,7 +19,8 @@ Key KeyOf(const LayoutVar& v) {
 }
 
 [[noreturn]] void Invalid(const std::string& why) {
-  throw std::runtime_error("syncline::ddp: invalid bucket layout from rank 0: " + why);
+  throw Error(absl::StatusCode::kInternal,
+              "syncline::ddp: invalid bucket layout from rank 0: " + why);
 }
 
 }  // namespace

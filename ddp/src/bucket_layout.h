@@ -46,7 +46,7 @@ std::vector<size_t> CompleteOrder(const std::vector<size_t>& partial, size_t num
 std::vector<int64_t> EncodeLayout(const BucketLayout& layout);
 
 // Decodes and validates (every variable exactly once, one dtype and device
-// per bucket). Throws std::runtime_error naming what is wrong.
+// per bucket). Throws Error (kInternal) naming what is wrong.
 BucketLayout DecodeLayout(const std::vector<int64_t>& encoded,
                           const std::vector<LayoutVar>& vars);
 

@@ -4,10 +4,10 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
-#include <stdexcept>
 #include <utility>
 
 #include "syncline/ddp/distributed.h"
+#include "syncline/ddp/error.h"
 #include "torch_interop.h"
 
 namespace syncline::ddp {
@@ -50,7 +50,8 @@ CommFuture CommFuture::FromWork(std::unique_ptr<syncline::Work> work, at::Tensor
 
 CommFuture CommFuture::Then(std::function<at::Tensor(at::Tensor)> fn) const {
   if (!valid())
-    throw std::runtime_error("syncline::ddp: Then() on an invalid CommFuture");
+    throw Error(absl::StatusCode::kFailedPrecondition,
+                "syncline::ddp: Then() on an invalid CommFuture");
   CommFuture f;
   f.state_ = std::make_shared<State>();
   f.state_->parent = state_;
@@ -68,7 +69,8 @@ bool CommFuture::Test() const {
 
 at::Tensor CommFuture::Wait() const {
   if (!valid())
-    throw std::runtime_error("syncline::ddp: Wait() on an invalid CommFuture");
+    throw Error(absl::StatusCode::kFailedPrecondition,
+                "syncline::ddp: Wait() on an invalid CommFuture");
   State* s = state_.get();
   if (s->resolved) return s->value;
   if (s->parent != nullptr) {

@@ -15,6 +15,7 @@
 #include "pitfall_checks.h"
 #include "reducer.h"
 #include "replica_check.h"
+#include "syncline/ddp/error.h"
 #include "syncline/log.h"
 #include "torch_interop.h"
 
@@ -25,9 +26,9 @@ DistributedDataParallel::DistributedDataParallel(
     std::shared_ptr<syncline::Communicator> comm, DdpOptions options)
     : module_(std::move(module)), comm_(std::move(comm)), options_(std::move(options)) {
   if (module_ == nullptr || comm_ == nullptr) {
-    throw std::invalid_argument(
-        "syncline::ddp: DistributedDataParallel needs a module and a "
-        "communicator");
+    throw Error(absl::StatusCode::kInvalidArgument,
+                "syncline::ddp: DistributedDataParallel needs a module and a "
+                "communicator");
   }
   // Parameters in module order, without duplicates (a tensor shared by two
   // submodules is reduced once).
@@ -88,13 +89,16 @@ DistributedDataParallel::JoinCounts DistributedDataParallel::JoinHandshake(
 
 void DistributedDataParallel::CheckIsWrapped(const torch::nn::Module* module) const {
   if (module == module_.get()) return;
-  throw std::invalid_argument(absl::StrCat(
-      "syncline::ddp: Forward() was given a module (", module ? module->name() : "null",
-      " at ", absl::StrFormat("%p", static_cast<const void*>(module)),
-      ") that is not the one this DistributedDataParallel wraps (", module_->name(), " at ",
-      absl::StrFormat("%p", static_cast<const void*>(module_.get())),
-      "): its gradients would never be averaged across ranks. Pass the module you "
-      "constructed the wrapper with, or wrap this one"));
+  throw Error(
+      absl::StatusCode::kInvalidArgument,
+      absl::StrCat(
+          "syncline::ddp: Forward() was given a module (",
+          module ? module->name() : "null", " at ",
+          absl::StrFormat("%p", static_cast<const void*>(module)),
+          ") that is not the one this DistributedDataParallel wraps (", module_->name(),
+          " at ", absl::StrFormat("%p", static_cast<const void*>(module_.get())),
+          "): its gradients would never be averaged across ranks. Pass the module you "
+          "constructed the wrapper with, or wrap this one"));
 }
 
 void DistributedDataParallel::PrepareForward() {
@@ -135,7 +139,8 @@ bool DistributedDataParallel::ShadowIteration(const JoinOptions& options) {
 }
 
 void DistributedDataParallel::RegisterCommHook(CommHook hook) {
-  if (!hook) throw std::invalid_argument("syncline::ddp: empty comm hook");
+  if (!hook)
+    throw Error(absl::StatusCode::kInvalidArgument, "syncline::ddp: empty comm hook");
   reducer_->SetCommHook(std::move(hook));
 }
 
@@ -177,7 +182,8 @@ DistributedDataParallel::JoinGuard::JoinGuard(DistributedDataParallel* ddp,
       options_(std::move(options)),
       uncaught_at_start_(std::uncaught_exceptions()) {
   if (ddp_->in_join_) {
-    throw std::logic_error("syncline::ddp: Join() guards cannot nest");
+    throw Error(absl::StatusCode::kFailedPrecondition,
+                "syncline::ddp: Join() guards cannot nest");
   }
   ddp_->in_join_ = true;
 }

@@ -5,10 +5,10 @@
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
-#include <stdexcept>
 #include <utility>
 
 #include "syncline/ddp/distributed.h"
+#include "syncline/ddp/error.h"
 #include "torch_interop.h"
 
 namespace syncline::ddp {
@@ -19,9 +19,9 @@ GradScaler::GradScaler(std::shared_ptr<syncline::Communicator> comm,
   if (options_.init_scale <= 0 || options_.growth_factor <= 1.0 ||
       options_.backoff_factor <= 0 || options_.backoff_factor >= 1.0 ||
       options_.growth_interval <= 0) {
-    throw std::invalid_argument(
-        "syncline::ddp::GradScaler: need init_scale > 0, growth_factor > 1, "
-        "0 < backoff_factor < 1 and growth_interval > 0");
+    throw Error(absl::StatusCode::kInvalidArgument,
+                "syncline::ddp::GradScaler: need init_scale > 0, growth_factor > 1, "
+                "0 < backoff_factor < 1 and growth_interval > 0");
   }
 }
 
@@ -42,9 +42,9 @@ void GradScaler::Unscale(torch::optim::Optimizer& optimizer) {
   if (!options_.enabled) return;
   OptimizerState& state = per_optimizer_[&optimizer];
   if (state.unscaled) {
-    throw std::logic_error(
-        "syncline::ddp::GradScaler: Unscale() was already called for this "
-        "optimizer since the last Update()");
+    throw Error(absl::StatusCode::kFailedPrecondition,
+                "syncline::ddp::GradScaler: Unscale() was already called for this "
+                "optimizer since the last Update()");
   }
   // Unscale in place and collect non-finite flags without a host sync per
   // gradient; one sync at the end.
@@ -95,9 +95,9 @@ bool GradScaler::found_inf() const {
 void GradScaler::Update() {
   if (!options_.enabled) return;
   if (per_optimizer_.empty()) {
-    throw std::logic_error(
-        "syncline::ddp::GradScaler: Update() without a Step() or Unscale() "
-        "since the last Update()");
+    throw Error(absl::StatusCode::kFailedPrecondition,
+                "syncline::ddp::GradScaler: Update() without a Step() or Unscale() "
+                "since the last Update()");
   }
   if (found_inf()) {
     scale_ *= options_.backoff_factor;

@@ -2,8 +2,6 @@
 // callback. See reducer.h for the threading model.
 #include "reducer.h"
 
-#include "pitfall_checks.h"
-
 #include <ATen/ATen.h>
 #include <c10/util/strides.h>
 #include <torch/csrc/autograd/engine.h>
@@ -12,10 +10,11 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
-#include <stdexcept>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pitfall_checks.h"
+#include "syncline/ddp/error.h"
 #include "syncline/log.h"
 #include "torch_interop.h"
 
@@ -154,7 +153,7 @@ void Reducer::PrepareForward(bool sync) {
     std::string error = std::move(pending_error_);
     pending_error_.clear();
     ResetIteration();
-    throw std::runtime_error(error);
+    throw Error(absl::StatusCode::kFailedPrecondition, error);
   }
   if (callback_queued_) {
     // The previous backward threw (e.g. a failed collective) before its
@@ -180,7 +179,8 @@ void Reducer::PrepareShadow() {
 void Reducer::SetCommHook(CommHook hook) {
   absl::MutexLock lock(&mu_);
   if (callback_queued_) {
-    throw std::runtime_error("syncline::ddp: RegisterCommHook() called during backward");
+    throw Error(absl::StatusCode::kFailedPrecondition,
+                "syncline::ddp: RegisterCommHook() called during backward");
   }
   hook_ = std::move(hook);
 }
@@ -197,12 +197,14 @@ void Reducer::Record(ReducerEvent::Kind kind, int64_t index) {
 void Reducer::OnGradReady(size_t var) {
   absl::MutexLock lock(&mu_);
   if (!armed_) {
-    throw std::runtime_error(absl::StrCat(
-        "syncline::ddp: rank ", comm_->rank(), ": the gradient of '", vars_[var].name,
-        "' was computed, but PrepareForward() was not called since the last "
-        "backward. Call ddp.PrepareForward() (or ddp.Forward()) before every "
-        "forward whose backward should be reduced; a second backward over "
-        "one forward is not supported."));
+    throw Error(
+        absl::StatusCode::kFailedPrecondition,
+        absl::StrCat(
+            "syncline::ddp: rank ", comm_->rank(), ": the gradient of '", vars_[var].name,
+            "' was computed, but PrepareForward() was not called since the last "
+            "backward. Call ddp.PrepareForward() (or ddp.Forward()) before every "
+            "forward whose backward should be reduced; a second backward over "
+            "one forward is not supported."));
   }
   if (!callback_queued_) {
     // Once per backward: the engine runs it after the last node.
@@ -225,13 +227,14 @@ void Reducer::OnGradReady(size_t var) {
   Record(ReducerEvent::Kind::kGradReady, vars_[var].module_index);
   if (ready_[var]) {
     const bool static_unused = static_known_ && static_unused_[var];
-    throw std::runtime_error(absl::StrCat(
-        "syncline::ddp: rank ", comm_->rank(), ": parameter '", vars_[var].name,
-        "' got a gradient twice in one backward",
-        static_unused ? " (static_graph is on and it was unused in the first "
-                        "iteration: the graph is not static)"
-                      : " (reentrant backward, e.g. activation checkpointing, "
-                        "is not supported)"));
+    throw Error(absl::StatusCode::kFailedPrecondition,
+                absl::StrCat("syncline::ddp: rank ", comm_->rank(), ": parameter '",
+                             vars_[var].name, "' got a gradient twice in one backward",
+                             static_unused
+                                 ? " (static_graph is on and it was unused in the first "
+                                   "iteration: the graph is not static)"
+                                 : " (reentrant backward, e.g. activation checkpointing, "
+                                   "is not supported)"));
   }
   ready_[var] = true;
   used_in_window_[var] = true;
@@ -250,7 +253,8 @@ void Reducer::CopyGradIntoBucket(size_t var) {
     return;
   }
   if (grad.is_sparse()) {
-    throw std::runtime_error(
+    throw Error(
+        absl::StatusCode::kUnimplemented,
         absl::StrCat("syncline::ddp: parameter '", vars_[var].name,
                      "' has a sparse gradient; sparse gradients are not supported"));
   }

@@ -5,14 +5,13 @@
 // queued by the first hook of a backward. It must leave every rank having
 // posted the same collectives, whatever gradients this rank saw, so that an
 // unused parameter becomes an error message and never a hang.
-#include "reducer.h"
-
 #include <ATen/ATen.h>
 
-#include <stdexcept>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "reducer.h"
+#include "syncline/ddp/error.h"
 #include "syncline/log.h"
 
 namespace syncline::ddp::internal {
@@ -62,10 +61,10 @@ void Reducer::FinalizeBackward() {
       at::Tensor result = bucket.future.Wait();
       if (!result.defined() || result.numel() != bucket.buffer.numel() ||
           result.scalar_type() != bucket.buffer.scalar_type()) {
-        throw std::runtime_error(
-            absl::StrCat("syncline::ddp: the comm hook's result for bucket ", b,
-                         " does not match the bucket (", bucket.buffer.numel(), " x ",
-                         c10::toString(bucket.buffer.scalar_type()), ")"));
+        throw Error(absl::StatusCode::kInvalidArgument,
+                    absl::StrCat("syncline::ddp: the comm hook's result for bucket ", b,
+                                 " does not match the bucket (", bucket.buffer.numel(),
+                                 " x ", c10::toString(bucket.buffer.scalar_type()), ")"));
       }
       if (!result.is_same(bucket.buffer)) bucket.buffer.copy_(result.view(-1));
       for (size_t slot = 0; slot < bucket.vars.size(); ++slot) {

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "syncline/ddp/error.h"
 #include "torch_interop.h"
 
 namespace syncline::ddp::internal {
@@ -92,11 +92,12 @@ void VerifyReplicas(Communicator& comm, const std::vector<at::Tensor>& params,
       first < names.size()
           ? "'" + names[first] + "' on rank " + std::to_string(comm.rank())
           : "(past the end on rank " + std::to_string(comm.rank()) + ")";
-  throw std::runtime_error(absl::StrCat(
-      "syncline::ddp: the model differs across ranks at parameter #", first, " ", name,
-      ": rank 0 has ", at(0), " (", ref.size(), " parameters)", details,
-      ". Ranks that differ from rank 0: ", absl::StrJoin(differing, ", "),
-      ". Every rank must build the same model before wrapping it."));
+  throw Error(absl::StatusCode::kFailedPrecondition,
+              absl::StrCat("syncline::ddp: the model differs across ranks at parameter #",
+                           first, " ", name, ": rank 0 has ", at(0), " (", ref.size(),
+                           " parameters)", details, ". Ranks that differ from rank 0: ",
+                           absl::StrJoin(differing, ", "),
+                           ". Every rank must build the same model before wrapping it."));
 }
 
 }  // namespace syncline::ddp::internal

@@ -16,7 +16,7 @@ namespace syncline::ddp::internal {
 // VerifyReplicas()
 //
 // Collective. Allgathers each rank's parameter count, dtypes, shapes and
-// requires_grad flags, and throws std::runtime_error on every rank if any
+// requires_grad flags, and throws Error on every rank if any
 // rank differs from rank 0, naming the first differing parameter (index and
 // this rank's name for it), what each differing rank has there, and the list
 // of differing ranks.

@@ -3,12 +3,12 @@
 
 #include <algorithm>
 #include <numeric>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "syncline/ddp/error.h"
 #include "syncline/ddp/seed.h"
 #include "syncline/log.h"
 #include "syncline/status.h"
@@ -41,9 +41,10 @@ absl::Status CheckOptions(const DistributedSamplerOptions& options) {
   return absl::OkStatus();
 }
 
-const DistributedSamplerOptions& CheckedOrThrow(const DistributedSamplerOptions& options) {
+const DistributedSamplerOptions& CheckedOrThrow(
+    const DistributedSamplerOptions& options) {
   absl::Status ok = CheckOptions(options);
-  if (!ok.ok()) throw std::invalid_argument(std::string(ok.message()));
+  if (!ok.ok()) throw Error(ok.code(), std::string(ok.message()));
   return options;
 }
 
@@ -58,7 +59,8 @@ absl::StatusOr<DistributedSampler> DistributedSampler::Create(
 DistributedSampler::DistributedSampler(const DistributedSamplerOptions& options)
     : DistributedSampler(CheckedOrThrow(options), Validated{}) {}
 
-DistributedSampler::DistributedSampler(const DistributedSamplerOptions& options, Validated)
+DistributedSampler::DistributedSampler(const DistributedSamplerOptions& options,
+                                       Validated)
     : s_(std::make_shared<Shared>()) {
   s_->options = options;
   const int64_t n = options.dataset_size;
@@ -76,11 +78,14 @@ int64_t DistributedSampler::position() const { return s_->position; }
 int64_t DistributedSampler::remaining() const { return s_->num_samples - s_->position; }
 
 void DistributedSampler::reset(c10::optional<size_t> new_size) {
-  if (new_size.has_value() && static_cast<int64_t>(*new_size) != s_->options.dataset_size) {
-    throw std::invalid_argument(absl::StrFormat(
-        "DistributedSampler: reset to a dataset of %d samples, but it was made for %d; "
-        "every rank must shard the same dataset, so make a new sampler for the new size",
-        *new_size, s_->options.dataset_size));
+  if (new_size.has_value() &&
+      static_cast<int64_t>(*new_size) != s_->options.dataset_size) {
+    throw Error(absl::StatusCode::kInvalidArgument,
+                absl::StrFormat("DistributedSampler: reset to a dataset of %d samples, "
+                                "but it was made for %d; "
+                                "every rank must shard the same dataset, so make a new "
+                                "sampler for the new size",
+                                *new_size, s_->options.dataset_size));
   }
   // An unfinished pass that nothing resumed (no SetEpoch/Restore since it
   // started) is abandoned: the next one starts at the top (and warns if it

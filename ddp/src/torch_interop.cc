@@ -9,20 +9,14 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <stdexcept>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "syncline/ddp/distributed.h"
+#include "syncline/ddp/error.h"
 
 namespace syncline::ddp {
-
-void ThrowIfError(const absl::Status& status, const std::string& what) {
-  if (status.ok()) return;
-  throw std::runtime_error(
-      absl::StrCat("syncline::ddp: ", what, ": ", status.ToString()));
-}
 
 namespace internal {
 
@@ -47,7 +41,8 @@ DataType ToDataType(c10::ScalarType type) {
     case c10::ScalarType::Long:
       return DataType::kInt64;
     default:
-      throw std::runtime_error(
+      throw Error(
+          absl::StatusCode::kInvalidArgument,
           absl::StrCat("syncline::ddp: tensors of dtype ", c10::toString(type),
                        " cannot be communicated; supported: f32 f64 f16 bf16 i8 u8 bool "
                        "i32 i64"));
@@ -56,9 +51,9 @@ DataType ToDataType(c10::ScalarType type) {
 
 BufferView TensorView(const at::Tensor& t) {
   if (!t.is_contiguous()) {
-    throw std::runtime_error(
-        "syncline::ddp: internal error: a non-contiguous tensor was passed "
-        "to a collective");
+    throw Error(absl::StatusCode::kInternal,
+                "syncline::ddp: internal error: a non-contiguous tensor was passed "
+                "to a collective");
   }
   BufferView view;
   view.data = t.data_ptr();
@@ -78,7 +73,8 @@ BufferView TensorView(const at::Tensor& t) {
 bool WaitForTensorOp(Work& work, const at::Tensor& t, const std::string& what) {
 #if SYNCLINE_DDP_WITH_CUDA
   if (t.is_cuda()) {
-    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(t.device().index());
+    const c10::cuda::CUDAStream stream =
+        c10::cuda::getCurrentCUDAStream(t.device().index());
     ThrowIfError(work.WaitStream(stream.stream()), what + " (" + work.Describe() + ")");
     t.record_stream(stream);
     return true;

@@ -4,7 +4,7 @@
 // Maps ScalarType to DataType and a contiguous tensor to a BufferView, and
 // posts the few blocking collectives DDP needs outside the bucket path
 // (parameter/buffer broadcast, small integer allreduces and allgathers).
-// Every function throws std::runtime_error with the core's message on error.
+// Every function throws Error (error.h) with the core's code and message.
 // Threading: callers post from one thread at a time (see distributed.h).
 #ifndef SYNCLINE_DDP_SRC_TORCH_INTEROP_H_
 #define SYNCLINE_DDP_SRC_TORCH_INTEROP_H_
@@ -38,7 +38,7 @@ BufferView TensorView(const at::Tensor& t);
 // (Work::WaitStream) and the host goes on; `t` is recorded on that stream,
 // so the caching allocator reuses its memory only after the op. Returns
 // true then. Otherwise (CPU tensors, CPU-only libtorch) it is Work::Wait()
-// on the host and returns false. Throws std::runtime_error naming `what`
+// on the host and returns false. Throws Error naming `what`
 // if the op failed (on CUDA: if it had failed by the time of the call).
 bool WaitForTensorOp(Work& work, const at::Tensor& t, const std::string& what);
 

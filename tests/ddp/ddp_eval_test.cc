@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "syncline/ddp/distributed.h"
+#include "syncline/ddp/error.h"
 
 namespace syncline::ddp::testing {
 namespace {
@@ -126,9 +127,10 @@ TEST(DdpForward, AModuleOtherThanTheWrappedOneIsRefused) {
     EXPECT_THAT(error, HasSubstr("would never be averaged"));
     try {
       ddp.Forward(other, mine.x);
-    } catch (const std::invalid_argument&) {
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), absl::StatusCode::kInvalidArgument) << e.what();
     } catch (...) {
-      ADD_FAILURE() << "not a std::invalid_argument";
+      ADD_FAILURE() << "not a syncline::ddp::Error";
     }
     for (int step = 0; step < 2; ++step) {
       const Batch shard = Shard(MlpBatch(kPerRank * world, step), rank, kPerRank);

@@ -426,12 +426,8 @@ TEST(DdpReducerTest, UnevenInputsWithoutJoinFailCleanly) {
       kWorld,
       [](int rank, int) {
         torch::set_num_threads(1);
-        CommunicatorOptions options;
-        options.backend = "gloo";
-        options.timeout = absl::Seconds(5);
-        auto created = Communicator::Create(options);
-        ASSERT_TRUE(created.ok()) << created.status();
-        std::shared_ptr<Communicator> comm = std::move(created).value();
+        std::shared_ptr<Communicator> comm = Connect("gloo", absl::Seconds(5));
+        ASSERT_NE(comm, nullptr);
         Mlp model = MakeModel<Mlp>(7);
         DistributedDataParallel ddp(model.ptr(), comm);
         const absl::Time start = absl::Now();

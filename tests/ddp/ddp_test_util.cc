@@ -11,9 +11,10 @@
 
 namespace syncline::ddp::testing {
 
-std::shared_ptr<Communicator> Connect(const std::string& backend) {
+std::shared_ptr<Communicator> Connect(const std::string& backend, absl::Duration timeout) {
   CommunicatorOptions options;
   options.backend = backend;
+  options.timeout = timeout;  // zero: SYNCLINE_TIMEOUT
   auto comm = Communicator::Create(options);
   EXPECT_TRUE(comm.ok()) << comm.status();
   if (!comm.ok()) return nullptr;

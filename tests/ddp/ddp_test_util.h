@@ -16,15 +16,17 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "syncline/communicator.h"
 #include "syncline/ddp/distributed.h"
 
 namespace syncline::ddp::testing {
 
 // Connects over `backend` (gloo unless a test says otherwise) from the
-// RunRanks environment; fails the test (and returns null) if that does not
-// work.
-std::shared_ptr<Communicator> Connect(const std::string& backend = "gloo");
+// RunRanks environment, with the default op deadline or `timeout`; fails the
+// test (and returns null) if that does not work.
+std::shared_ptr<Communicator> Connect(const std::string& backend = "gloo",
+                                      absl::Duration timeout = absl::ZeroDuration());
 
 // A 3-layer MLP 8 -> 16 -> 16 -> 4 (tanh), plus an optional `extra` layer
 // used only when forward() is asked to (for unused-parameter tests).

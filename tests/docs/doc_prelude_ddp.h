@@ -12,6 +12,7 @@
 
 #include "syncline/communicator.h"
 #include "syncline/ddp/distributed.h"
+#include "syncline/ddp/module.h"
 
 // Any torch::nn::Module.
 struct NetImpl : torch::nn::Module {
@@ -40,6 +41,7 @@ extern int epochs;
 extern std::shared_ptr<syncline::Communicator> comm;
 extern Net net;
 extern syncline::ddp::DistributedDataParallel ddp;
+extern syncline::ddp::DdpModule<Net> model;  // the holder form of `ddp`
 extern torch::optim::SGD opt;
 extern torch::Tensor loss;
 

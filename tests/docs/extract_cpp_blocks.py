@@ -4,7 +4,7 @@
 Usage: extract_cpp_blocks.py <out_dir> <file.md>...
 
 Writes <out_dir>/doc_blocks_core.cc (blocks that do not use libtorch) and
-<out_dir>/doc_blocks_ddp.cc (blocks that mention `torch` or `ddp`), so that
+<out_dir>/doc_blocks_ddp.cc (blocks that mention `torch`, `ddp` or `model`), so that
 every libtorch block shares one translation unit. The convention, also
 described in README.md ("Contributing"):
 
@@ -27,7 +27,7 @@ FENCE_OPEN = re.compile(r"^```(cpp|c\+\+)\s*$")
 FENCE_CLOSE = re.compile(r"^```\s*$")
 MARKER = re.compile(r"^<!--\s*compile:\s*(.*?)\s*-->\s*$")
 INCLUDE = re.compile(r"^\s*#\s*include\b")
-USES_TORCH = re.compile(r"torch|\bddp\b")
+USES_TORCH = re.compile(r"torch|\bddp\b|\bmodel\b")
 
 
 def blocks_of(path):

@@ -2,8 +2,13 @@
 // usage line, a description, "options:" with dashed flag names and their
 // metavars and defaults; no absl "Flags from <file>" listing, no underscored
 // names; -h works too, exits 0, and a program's own --help after syncline-run's
-// options is the program's.
+// options is the program's. The benchmarks (bench/*), which parse their own
+// arguments, print the same layout.
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/multiprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -64,6 +69,24 @@ TEST(Help, DoctorAcceptsDashedFlagsAndRefusesStrayArguments) {
       absl::StrCat("SYNCLINE_BACKEND=gloo ", BuildBinDir(), "/syncline-doctor --selftest-mib=4 2>&1"),
       absl::Seconds(30));
   EXPECT_EQ(dashed.exit_code, 0) << dashed.output;
+}
+
+// Every benchmark this build has (bench/CMakeLists.txt lists them): usage
+// line, options with their defaults, exit 0, and nothing measured.
+TEST(Help, Benchmarks) {
+#ifndef SYNCLINE_TEST_BENCHMARKS
+  GTEST_SKIP() << "no benchmark is built (SYNCLINE_BUILD_BENCH=OFF)";
+#else
+  const std::vector<std::string> programs = absl::StrSplit(SYNCLINE_TEST_BENCHMARKS, ',');
+  EXPECT_GE(programs.size(), 1u);
+  for (const std::string& program : programs) {
+    SCOPED_TRACE(program);
+    const std::string out = Help(program);
+    EXPECT_THAT(out, HasSubstr("(default: "));
+    EXPECT_THAT(out, Not(HasSubstr("#wrong"))) << "it measured instead";
+  }
+  EXPECT_EQ(Help("syncline-bench-membw", "-h"), Help("syncline-bench-membw"));
+#endif
 }
 
 #ifdef SYNCLINE_TEST_HAVE_TRAIN

@@ -14,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "syncline/ddp/error.h"
 #include "syncline/ddp/sampler.h"
 
 namespace syncline::ddp {
@@ -146,14 +147,15 @@ TEST(SamplerDataLoader, BadOptionsAndAnotherDatasetSizeThrow) {
   try {
     DistributedSampler sampler(bad);
     FAIL() << "rank 2 of 2 was accepted";
-  } catch (const std::invalid_argument& e) {
+  } catch (const Error& e) {  // a c10::Error, as libtorch's own
+    EXPECT_EQ(e.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(e.what(), ::testing::HasSubstr("rank 2 is not in [0, num_replicas=2)"));
   }
   DistributedSampler sampler(Options(10, 2, 0));
   try {
     sampler.reset(11);
     FAIL() << "a reset to another size was accepted";
-  } catch (const std::invalid_argument& e) {
+  } catch (const c10::Error& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("made for 10"));
   }
   sampler.reset(10);  // the same size is fine

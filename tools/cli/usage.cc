@@ -6,8 +6,8 @@
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -20,17 +20,22 @@ namespace {
 constexpr size_t kWidth = 80;
 constexpr size_t kHelpColumn = 24;
 
-std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{"_", "-"}}); }
+std::string Dashed(absl::string_view name) {
+  return absl::StrReplaceAll(name, {{"_", "-"}});
+}
 
 std::string Metavar(const absl::CommandLineFlag& flag) {
   if (flag.IsOfType<bool>()) return "";
   return absl::AsciiStrToUpper(flag.Name());  // argparse's metavar: NODE_RANK
 }
 
-std::string Spelling(const absl::CommandLineFlag& flag) {
-  const std::string dashes = flag.Name().size() == 1 ? "-" : "--";
-  const std::string metavar = Metavar(flag);
-  return absl::StrCat(dashes, Dashed(flag.Name()), metavar.empty() ? "" : " ", metavar);
+// "--node-rank" for the absl flag node_rank, "-n" for n.
+std::string FlagOf(absl::string_view name) {
+  return absl::StrCat(name.size() == 1 ? "-" : "--", Dashed(name));
+}
+
+std::string Spelling(const Option& option) {
+  return absl::StrCat(option.flag, option.metavar.empty() ? "" : " ", option.metavar);
 }
 
 // Wraps `text` to kWidth, every line indented by `indent`, the first line
@@ -56,13 +61,32 @@ void AppendWrapped(std::string* out, absl::string_view text, size_t indent,
   out->push_back('\n');
 }
 
-std::string DefaultText(const absl::CommandLineFlag& flag) {
+// The default as absl holds it, in the form Option::default_value takes
+// ("'127.0.0.1'" for strings, "on" for a true bool); empty: not shown.
+std::string DefaultOf(const absl::CommandLineFlag& flag) {
   std::string value = flag.DefaultValue();
-  if (flag.IsOfType<std::string>()) {
-    return value.empty() ? "" : absl::StrCat("(default: '", value, "')");
+  if (flag.IsOfType<std::string>())
+    return value.empty() ? "" : absl::StrCat("'", value, "'");
+  if (flag.IsOfType<bool>()) return value == "true" ? "on" : "";
+  return value;
+}
+
+bool IsHelpRequest(absl::string_view arg) {
+  return arg == "-h" || arg == "--h" || arg == "--help" || arg == "-help" ||
+         arg == "--helpfull" || arg == "--helpshort";
+}
+
+bool HelpAsked(const std::vector<std::string>& args) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--") break;
+    if (IsHelpRequest(args[i])) return true;
   }
-  if (flag.IsOfType<bool>()) return value == "true" ? "(default: on)" : "";
-  return absl::StrCat("(default: ", value, ")");
+  return false;
+}
+
+void Print(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -72,9 +96,17 @@ std::string FormatUsage(const Usage& usage, absl::string_view source_part) {
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     if (absl::StrContains(flag->Filename(), source_part)) flags.push_back(flag);
   }
-  std::sort(flags.begin(), flags.end(), [](const auto* a, const auto* b) {
-    return a->Name() < b->Name();
-  });
+  std::sort(flags.begin(), flags.end(),
+            [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
+  std::vector<Option> options;
+  for (const auto* flag : flags) {
+    options.push_back(
+        {FlagOf(flag->Name()), Metavar(*flag), flag->Help(), DefaultOf(*flag)});
+  }
+  return FormatUsage(usage, options);
+}
+
+std::string FormatUsage(const Usage& usage, const std::vector<Option>& options) {
   std::string out = absl::StrCat("usage: ", usage.program);
   std::string line = out;
   auto add = [&](const std::string& piece) {
@@ -89,7 +121,7 @@ std::string FormatUsage(const Usage& usage, absl::string_view source_part) {
     absl::StrAppend(&line, piece);
   };
   add("[-h]");
-  for (const auto* flag : flags) add(absl::StrCat("[", Spelling(*flag), "]"));
+  for (const Option& option : options) add(absl::StrCat("[", Spelling(option), "]"));
   if (!usage.positional.empty()) add(usage.positional);
   absl::StrAppend(&out, "\n\n");
   for (absl::string_view paragraph : absl::StrSplit(usage.description, "\n\n")) {
@@ -107,13 +139,15 @@ std::string FormatUsage(const Usage& usage, absl::string_view source_part) {
     AppendWrapped(&out, help, kHelpColumn, kHelpColumn);
   };
   entry("-h, --help", "show this help message and exit");
-  for (const auto* flag : flags) {
-    std::string left = Spelling(*flag);
+  for (const Option& option : options) {
+    std::string left = Spelling(option);
     for (const auto& [name, alias] : usage.aliases) {
-      if (name == flag->Name()) left = absl::StrCat(alias, ", ", left);
+      if (FlagOf(name) == option.flag) left = absl::StrCat(alias, ", ", left);
     }
-    const std::string def = DefaultText(*flag);
-    entry(left, absl::StrCat(flag->Help(), def.empty() ? "" : " ", def));
+    entry(left,
+          option.default_value.empty()
+              ? option.help
+              : absl::StrCat(option.help, " (default: ", option.default_value, ")"));
   }
   if (!usage.epilog.empty()) {
     out.push_back('\n');
@@ -128,23 +162,22 @@ std::string FormatUsage(const Usage& usage, absl::string_view source_part) {
 
 bool PrintHelpIfAsked(const std::vector<std::string>& args, const Usage& usage,
                       absl::string_view source_part) {
-  for (size_t i = 1; i < args.size(); ++i) {
-    const absl::string_view arg = args[i];
-    if (arg == "--") break;
-    if (arg == "-h" || arg == "--h" || arg == "--help" || arg == "-help" || arg == "--helpfull" ||
-        arg == "--helpshort") {
-      const std::string text = FormatUsage(usage, source_part);
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
-      return true;
-    }
-  }
-  return false;
+  if (!HelpAsked(args)) return false;
+  Print(FormatUsage(usage, source_part));
+  return true;
+}
+
+bool PrintHelpIfAsked(int argc, char** argv, const Usage& usage,
+                      const std::vector<Option>& options) {
+  if (!HelpAsked(std::vector<std::string>(argv, argv + argc))) return false;
+  Print(FormatUsage(usage, options));
+  return true;
 }
 
 bool PrintHelpIfAsked(int argc, char** argv, const Usage& usage,
                       absl::string_view source_part) {
-  return PrintHelpIfAsked(std::vector<std::string>(argv, argv + argc), usage, source_part);
+  return PrintHelpIfAsked(std::vector<std::string>(argv, argv + argc), usage,
+                          source_part);
 }
 
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
@@ -159,7 +192,8 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
   return args;
 }
 
-int ParseOrHelp(int argc, char** argv, const Usage& usage, absl::string_view source_part) {
+int ParseOrHelp(int argc, char** argv, const Usage& usage,
+                absl::string_view source_part) {
   if (PrintHelpIfAsked(argc, argv, usage, source_part)) return 0;
   absl::SetProgramUsageMessage(absl::StrCat(usage.program, " (see --help)"));
   std::vector<std::string> args = NormalizeFlagNames(argc, argv);

@@ -83,7 +83,7 @@ class CommFuture {
   // For CPU tensors it blocks the host. For CUDA tensors it makes libtorch's
   // current stream wait for the collective and returns without blocking the
   // host (Work::WaitStream, as c10d's work.wait() on NCCL); continuations
-  // then queue their kernels behind it. Throws std::runtime_error carrying
+  // then queue their kernels behind it. Throws Error carrying
   // the core's message (op, sequence number, ranks) if the collective
   // failed; on CUDA, a failure after the stream wait was queued surfaces at
   // the next collective (the backend breaks the communicator).
@@ -138,7 +138,7 @@ using CommHook =
 //
 // Building block for hooks: starts an in-place sum allreduce of the
 // contiguous tensor `t` and returns a future whose value is `t`.
-// Throws std::runtime_error if the op could not be posted.
+// Throws Error if the op could not be posted.
 CommFuture AllreduceSum(at::Tensor t, syncline::Communicator& comm);
 
 // AllreduceHook()

@@ -23,8 +23,9 @@
 // the order in which gradients actually became ready on rank 0; rank 0
 // broadcasts that layout.
 //
-// Errors: exceptions (std::runtime_error, or c10::Error from libtorch) carry
-// the core's message: the op, its sequence number and the ranks involved.
+// Errors: every error is a syncline::ddp::Error (error.h), a c10::Error
+// that carries the absl::StatusCode and the core's message: the op, its
+// sequence number and the ranks involved.
 //
 // Threading: construct and call PrepareForward()/NoSync()/Join()/
 // RegisterCommHook() from one thread, the training thread. Autograd hooks and
@@ -57,9 +58,9 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +69,7 @@
 
 #include "syncline/communicator.h"
 #include "syncline/ddp/comm_hooks.h"
+#include "syncline/ddp/error.h"
 
 namespace torch::nn {
 class Module;
@@ -213,7 +215,7 @@ class DistributedDataParallel {
   // PrepareForward(), then holder->forward(args...). `holder` is the module
   // (a ModuleHolder such as `Net`, or a shared_ptr to the Impl), and must be
   // the one that was wrapped: another module's gradients would never be
-  // averaged, so it throws std::invalid_argument before anything runs.
+  // averaged, so it throws Error (kInvalidArgument) before anything runs.
   template <typename ModuleHolder, typename... Args>
   auto Forward(ModuleHolder& holder, Args&&... args) {
     CheckIsWrapped(static_cast<const torch::nn::Module*>(&*holder));
@@ -296,7 +298,7 @@ class DistributedDataParallel {
   const DdpOptions& options() const { return options_; }
 
  private:
-  // Throws std::invalid_argument naming both modules unless `module` is the
+  // Throws Error (kInvalidArgument) naming both modules unless `module` is the
   // wrapped one.
   void CheckIsWrapped(const torch::nn::Module* module) const;
   void BroadcastStateFromRank0();
@@ -326,17 +328,6 @@ class DistributedDataParallel {
   int64_t synced_iterations_ = 0;  // PrepareForward()s outside NoSync() and Join()
   int64_t check_every_ = 0;
 };
-
-// ThrowIfError()
-//
-// The libtorch edge: converts a core error into std::runtime_error with the
-// core's message, prefixed by `what` ("DDP: broadcast of parameters: ...").
-void ThrowIfError(const absl::Status& status, const std::string& what);
-template <typename T>
-T ThrowIfError(absl::StatusOr<T> value, const std::string& what) {
-  ThrowIfError(value.status(), what);
-  return std::move(value).value();
-}
 
 }  // namespace syncline::ddp
 

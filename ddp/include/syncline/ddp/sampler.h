@@ -98,7 +98,7 @@ class DistributedSampler {
   // torch::data's batch request: the dataset indices of one batch.
   using BatchRequestType = std::vector<size_t>;
 
-  // The same checks as Create(); throws std::invalid_argument with its
+  // The same checks as Create(); throws Error (kInvalidArgument) with its
   // message, as the rest of the DDP layer throws.
   explicit DistributedSampler(const DistributedSamplerOptions& options);
 
@@ -140,7 +140,7 @@ class DistributedSampler {
   // reset() starts a pass: it rewinds a pass that was left unfinished (a
   // loop broken out of), but keeps the position of a restored state or of a
   // SetEpoch() that resumed inside the epoch. A `new_size` other than the
-  // dataset size throws std::invalid_argument: the shards would no longer
+  // dataset size throws Error (kInvalidArgument): the shards would no longer
   // agree across ranks. next() is NextBatch(), with nullopt at the end of
   // the pass and after it, until the next reset().
   void reset(c10::optional<size_t> new_size = c10::nullopt);
