@@ -64,10 +64,13 @@ bool PrintHelpIfAsked(int argc, char** argv) {
   usage.program = "syncline-bench-raw-ucx";
   usage.description =
       "UCP called directly, the reference for Syncline's ucx backend on 2 ranks: the "
-      "floor under any allreduce built on UCP's tag API on this machine, and UCX's "
+      "floor under any allreduce, allgather, reduce_scatter or broadcast built on "
+      "UCP's tag API on this machine, and UCX's "
       "one-way latency (8-byte ping-pong). Sizes, iterations and rows follow "
       "bench/common.";
-  std::vector<cli::Option> options;
+  std::vector<cli::Option> options = {
+      {"--ops=LIST", "", "Of allreduce, allgather, reduce_scatter, broadcast.",
+       "allreduce,allgather,reduce_scatter,broadcast"}};
   AppendSharedOptions({"min_bytes", "max_bytes", "factor", "warmup", "repetitions", "json"},
                       &options);
   return cli::PrintHelpIfAsked(argc, argv, usage, options);
