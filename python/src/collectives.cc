@@ -166,6 +166,26 @@ WorkPtr Collectives::Allgather(TensorLists& outputs, TensorList& inputs,
                        c10d::OpType::ALLGATHER, "allgather");
 }
 
+WorkPtr Collectives::AllgatherCoalesced(TensorLists& output_lists, TensorList& inputs,
+                                        const c10d::AllgatherOptions& o) {
+  SameDtypeAs(inputs, "allgather_coalesced");
+  TORCH_CHECK(static_cast<int>(output_lists.size()) == size(), "syncline: ",
+              "allgather_coalesced needs ", size(), " output lists (one per rank), got ",
+              output_lists.size());
+  // Rank r's flattened inputs land in block r, in the order of output_lists[r].
+  TensorList results;
+  for (TensorList& list : output_lists) {
+    TORCH_CHECK(list.size() == inputs.size(), "syncline: allgather_coalesced needs ",
+                inputs.size(), " tensors in each output list, got ", list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      CheckSameShape({list[i]}, inputs[i], "allgather_coalesced");
+      results.push_back(list[i]);
+    }
+  }
+  return AllgatherInto(Flatten(inputs), results, o.timeout, c10d::OpType::ALLGATHER_COALESCED,
+                       "allgather_coalesced");
+}
+
 WorkPtr Collectives::AllgatherBase(at::Tensor& output, at::Tensor& input,
                                    const c10d::AllgatherOptions& o) {
   CheckFlatBlocks(output, input, size(), "output", "_allgather_base");

@@ -55,6 +55,8 @@ class Collectives {
   WorkPtr AllreduceCoalesced(TensorList& tensors, const c10d::AllreduceCoalescedOptions& o);
   WorkPtr Reduce(TensorList& tensors, const c10d::ReduceOptions& o);
   WorkPtr Allgather(TensorLists& outputs, TensorList& inputs, const c10d::AllgatherOptions& o);
+  WorkPtr AllgatherCoalesced(TensorLists& output_lists, TensorList& inputs,
+                             const c10d::AllgatherOptions& o);
   WorkPtr AllgatherBase(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& o);
   WorkPtr Gather(TensorLists& outputs, TensorList& inputs, const c10d::GatherOptions& o);
   WorkPtr Scatter(TensorList& outputs, TensorLists& inputs, const c10d::ScatterOptions& o);

@@ -37,6 +37,10 @@ class ProcessGroupSyncline : public c10d::ProcessGroup {
   WorkPtr allgather(TensorLists& out, TensorList& in, const c10d::AllgatherOptions& o) override {
     return collectives_.Allgather(out, in, o);
   }
+  WorkPtr allgather_coalesced(TensorLists& out, TensorList& in,
+                              const c10d::AllgatherOptions& o) override {
+    return collectives_.AllgatherCoalesced(out, in, o);
+  }
   WorkPtr _allgather_base(at::Tensor& out, at::Tensor& in,
                           const c10d::AllgatherOptions& o) override {
     return collectives_.AllgatherBase(out, in, o);

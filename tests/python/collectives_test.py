@@ -155,6 +155,14 @@ dist.all_reduce_coalesced(ts, op=dist.ReduceOp.SUM)
 for t, n in zip(ts, (1, 5, 16)):
     check(t, reduced(torch.float32, "SUM", n), f"all_reduce_coalesced {n}")
 
+# Coalesced allgather: rank r's tensors land in output list r.
+sizes = (3, 7, 1)
+outs = [[torch.empty(n, dtype=torch.int64) for n in sizes] for _ in range(world)]
+dist.all_gather_coalesced(outs, [data(rank, torch.int64, n) for n in sizes])
+for r in range(world):
+    for t, n in zip(outs[r], sizes):
+        check(t, data(r, torch.int64, n), f"all_gather_coalesced from {r}, {n} elements")
+
 # Non-contiguous tensors: a strided view is reduced and broadcast in place.
 base = torch.zeros(N, 4, dtype=torch.float64)
 base[:, 1] = data(rank, torch.float64)
