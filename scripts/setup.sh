@@ -11,7 +11,7 @@ PACKAGES=(
   libtorch-dev libopenblas-dev
   iproute2 procps zlib1g-dev
   clang libclang-rt-14-dev
-  python3-torch openmpi-bin libopenmpi-dev python3-matplotlib
+  python3-torch python3-dev pybind11-dev openmpi-bin libopenmpi-dev python3-matplotlib
 )
 
 missing=()

@@ -14,6 +14,11 @@
 #                   `pkg-config --cflags --libs syncline-ddp` alone
 #   doctor          syncline-doctor reports the moved plugin folder, after
 #                   SYNCLINE_PLUGIN_PATH when that is set
+#   python          the moved syncline_torch module runs 2 ranks over
+#                   init_process_group("syncline") and finds libsyncline and
+#                   the plugins in the moved tree; and the folder it installs
+#                   to under the configured prefix is on that Python's
+#                   sys.path, so no PYTHONPATH is needed after a real install
 # Every check of the plugin search path compares it whole with the moved
 # tree's lib and lib/syncline: a path fixed at configure or install time
 # (a stale /usr/local/lib/syncline, the original prefix) fails it.
@@ -145,8 +150,28 @@ doctor)
   [ "$path" = "$work/extra plugins:$expected_path" ] ||
     { echo "FAILED: with SYNCLINE_PLUGIN_PATH, the plugin search path is $path"; exit 1; }
   ;;
+python)
+  cache() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
+  py=$(cache SYNCLINE_PYTHON_EXECUTABLE)
+  pydir=$(cache SYNCLINE_PYTHON_INSTALL_DIR)
+  configured="$(cache CMAKE_INSTALL_PREFIX)/$pydir"
+  "$py" -c "import sys; sys.exit(sys.argv[1] not in sys.path)" "$configured" ||
+    { echo "FAILED: $py does not look in $configured, where syncline_torch installs"; exit 1; }
+  test -f "$prefix/$pydir/syncline_torch/__init__.py" ||
+    { echo "FAILED: syncline_torch not installed in $prefix/$pydir"; exit 1; }
+  out=$(cd "$work" && PYTHONPATH="$prefix/$pydir" SYNCLINE_BACKEND=gloo \
+        "$py" "$src/tests/python/ranks.py" 2 "$src/tests/python/init_methods_test.py" env 2>&1) ||
+    { echo "$out"; echo "FAILED: 2 ranks over the installed syncline_torch"; exit 1; }
+  echo "$out"
+  grep -qF "reduced over syncline ($prefix/$pydir/syncline_torch/__init__.py)" <<< "$out" ||
+    { echo "FAILED: the run did not use the moved tree's syncline_torch"; exit 1; }
+  loaded=$(cd "$work" && PYTHONPATH="$prefix/$pydir" "$py" -c "import syncline_torch
+print(*{l.split(None, 5)[5].strip() for l in open('/proc/self/maps') if 'libsyncline.so' in l})")
+  [ "$(realpath "$loaded")" = "$(realpath "$prefix/lib/libsyncline.so.0")" ] ||
+    { echo "FAILED: syncline_torch loaded libsyncline from '$loaded', not the moved tree"; exit 1; }
+  ;;
 *)
-  echo "usage: install_test.sh <source dir> <build dir> cmake|pkg-config|pkg-config-ddp|doctor"
+  echo "usage: install_test.sh <source dir> <build dir> cmake|pkg-config|pkg-config-ddp|doctor|python"
   exit 2
   ;;
 esac
