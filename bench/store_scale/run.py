@@ -105,7 +105,7 @@ def start(cmd):
 
 def run_case(impl, binary, world, processes, per_check_in):
     me = [sys.executable, os.path.abspath(__file__)]
-    server = start(me + ["--torch-serve"] if impl == "torch" else [binary, "--serve"])
+    server = start(me + ["--torch-serve"] if impl == "torch" else [binary, "--serve", "--world", str(world)])
     port = int(server.stdout.readline().split()[1])
     cpu_before = cpu_seconds(server.pid)
     # Split the ranks into `processes` shares, whole nodes each.

@@ -5,8 +5,9 @@
 // these workers, then starts them all at once, so that the store sees
 // every rank arrive together, as at a job's start.
 //
-//   --serve                    host a TcpStoreServer on a free port, print
-//                              "port <p>", serve until stdin closes
+//   --serve [--world N]        host a job's TcpStoreServer for N ranks on a
+//                              free port, print "port <p>", serve until
+//                              stdin closes
 //   --port P --world N --first F --count C [--per-check-in K]
 //                              ranks [F, F+C) of a world of N: print
 //                              "ready", wait for a line on stdin, then each
@@ -22,6 +23,7 @@
 //                              a store of a job that has met), and the
 //                              first error if any.
 // The clients stay open until every thread is done, as a job's would.
+#include <algorithm>
 #include <time.h>
 
 #include <atomic>
@@ -48,8 +50,16 @@ int64_t MonotonicNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-int Serve() {
-  auto server = syncline::TcpStoreServer::Start({.host = "127.0.0.1", .port = 0});
+// Hosts the store as a job's host does (JobStoreOptions: its connection cap
+// sized for `world`), not with the defaults: under syncline-run every rank
+// connects while the node leaders still hold theirs.
+int Serve(int world) {
+  auto options = syncline::JobStoreOptions("127.0.0.1", 0, world, "");
+  if (!options.ok()) {
+    std::fprintf(stderr, "store_scale: %s\n", std::string(options.status().message()).c_str());
+    return 1;
+  }
+  auto server = syncline::TcpStoreServer::Start(*options);
   if (!server.ok()) {
     std::fprintf(stderr, "store_scale: cannot start the store: %s\n",
                  std::string(server.status().message()).c_str());
@@ -163,19 +173,23 @@ int main(int argc, char** argv) {
       "A worker prints \"ready\", waits for a line on stdin, connects and checks in, "
       "then prints \"done <connected_ns> <checked_in_ns> <errors>\".";
   const std::vector<syncline::cli::Option> options = {
-      {"--serve", "", "Host a TcpStoreServer on a free port, print \"port <p>\", serve "
-       "until stdin closes.", ""},
+      {"--serve", "", "Host a job's TcpStoreServer (sized for --world) on a free port, "
+       "print \"port <p>\", serve until stdin closes.", ""},
       {"--port", "P", "The store's port (a worker).", ""},
-      {"--world", "N", "The world size.", ""},
+      {"--world", "N", "The world size (a worker, or the store's job).", ""},
       {"--first", "F", "The first rank this process plays.", "0"},
       {"--count", "C", "How many ranks this process plays (a multiple of K).", ""},
       {"--per-check-in", "K", "Ranks per check-in (a node leader when K > 1).", "1"},
   };
   if (syncline::cli::PrintHelpIfAsked(argc, argv, usage, options)) return 0;
   Args a;
+  bool serve = false;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--serve") return Serve();
+    if (flag == "--serve") {
+      serve = true;
+      continue;
+    }
     if (i + 1 >= argc) break;
     const int value = std::atoi(argv[++i]);
     if (flag == "--port") a.port = value;
@@ -184,10 +198,11 @@ int main(int argc, char** argv) {
     else if (flag == "--count") a.count = value;
     else if (flag == "--per-check-in") a.per_check_in = value;
   }
+  if (serve) return Serve(std::max(a.world, 1));
   if (a.port <= 0 || a.world <= 0 || a.count <= 0 || a.per_check_in <= 0 ||
       a.count % a.per_check_in != 0) {
     std::fprintf(stderr,
-                 "usage: %s --serve | --port P --world N --first F --count C "
+                 "usage: %s --serve [--world N] | --port P --world N --first F --count C "
                  "[--per-check-in K] (C a multiple of K)\n",
                  argv[0]);
     return 2;
