@@ -12,13 +12,30 @@ Counts (from the code, per rank):
   UCX bootstrap, lazy     create: 5 requests + 2 gets (the hello's ring
                           neighbours); then one get per peer first talked
                           to: log2 N more for recursive doubling, 0 for rings
-  Gloo (Debian 2022-05)   connectFullMesh: 1 set of all N-1 pair addresses
-                          (136 bytes each: sockaddr_storage + sequence number)
-                          and N-1 gets of every other rank's whole blob, to
-                          extract one address from each: (N-1)^2 * 136 bytes
-                          read per rank, O(N^3) in all; N-1 sockets per rank.
-                          Syncline's adapter keeps a key per pair: N-1 sets
-                          and N-1 gets of 136 bytes per rank, O(N^2) in all
+  Gloo (Debian 2022-05)   connectFullMesh: 1 set of the host name and 1 of
+                          all N-1 pair addresses (136 bytes each:
+                          sockaddr_storage + sequence number); r gets of the
+                          lower ranks' host names (N(N-1)/2 in all, for a
+                          local rank its tcp transport never uses) and N-1
+                          gets of every other rank's whole blob, to extract
+                          one address from each: (N-1)^2 * 136 bytes read
+                          per rank, O(N^3) in all; N-1 sockets per rank.
+                          Syncline's mesh (backends/gloo/mesh.h) makes the
+                          same pairs without Gloo's rendezvous: a key per
+                          pair holding only its port and IP (6 bytes for
+                          IPv4), N-1 sets and N-1 gets per rank, O(N^2) in
+                          all. The floor for this Gloo: every tcp Pair
+                          listens on its own ephemeral port and the two
+                          ports decide which side connects, so each rank
+                          must learn N-1 ports that nothing else determines
+                          (one key per rank, or lazy connection, would need
+                          Gloo's 2023 single listener per device; see
+                          mesh.h). The store holds all N(N-1) pair keys
+                          until the job ends (no delete in the plugin ABI):
+                          with the communicator's key prefix ("comm0/plugin/
+                          gloo/p/<r>/<j>", ~29 bytes at 10k) that is ~35
+                          bytes a pair, over the 1 GiB default of
+                          SYNCLINE_STORE_MAX_BYTES above ~5,500 ranks
   NCCL unique id          1 get of 128 bytes (+2 adds); NCCL then bootstraps
                           its own ring of sockets and allgathers over it
 
@@ -42,6 +59,9 @@ import statistics
 
 RECORD_UCX = 121        # bytes, measured (UcxBootstrapScale test output)
 ADDR_GLOO = 136         # bytes, gloo::transport::tcp::Address::bytes()
+ADDR_GLOO_PACKED = 6    # bytes, port + IPv4 address (backends/gloo/mesh.cc)
+KEY_GLOO_PAIR = 29      # bytes, "comm0/plugin/gloo/p/<r>/<j>" at 10k ranks
+HOSTNAME = 16           # bytes, a host name Gloo's rendezvous exchanges
 UID_NCCL = 128
 CHECKIN_BYTES = 100     # rank 0's record + the verdict
 STORE_BPS = 1e9         # assumed server throughput for large values
@@ -84,8 +104,11 @@ def per_rank(n):
         "UCX bootstrap, eager (before)": (n, (n - 1) * RECORD_UCX),
         "UCX bootstrap, lazy: create (publish + hello)": (7, 2 * RECORD_UCX),
         "UCX lazy: + first small allreduce": (lg, lg * RECORD_UCX),
-        "Gloo connectFullMesh, Gloo's own keys": (n, (n - 1) ** 2 * ADDR_GLOO),
-        "Gloo, Syncline's adapter (key per pair)": (2 * (n - 1), (n - 1) * ADDR_GLOO),
+        "Gloo connectFullMesh, Gloo's own keys": (
+            2 + (n - 1) / 2 + (n - 1),
+            (n - 1) / 2 * HOSTNAME + (n - 1) ** 2 * ADDR_GLOO),
+        "Gloo, Syncline's mesh (packed key per pair)": (2 * (n - 1),
+                                                        (n - 1) * ADDR_GLOO_PACKED),
         "NCCL unique id": (3, UID_NCCL),
     }
 
@@ -127,6 +150,12 @@ def main():
             out.append("| %s | %d | %.1f | %s | %s | %s |" % (
                 part, n, req, human(byts), human(total_bytes),
                 "%.3g" % t if t < 1e6 else "%.1e (infeasible)" % t))
+    out.append("\nGloo through Syncline's mesh leaves N(N-1) pair keys in the store: "
+               "%s at 10k ranks, %s at 100k (key and value, %d + %d bytes a pair; "
+               "SYNCLINE_STORE_MAX_BYTES defaults to 1 GiB)." % (
+                   human(1e4 * (1e4 - 1) * (KEY_GLOO_PAIR + ADDR_GLOO_PACKED)),
+                   human(1e5 * (1e5 - 1) * (KEY_GLOO_PAIR + 1 + ADDR_GLOO_PACKED)),
+                   KEY_GLOO_PAIR, ADDR_GLOO_PACKED))
     out.append("\n## Startup estimate (check-in + UCX create, store-bound)\n")
     out.append("Flat: every rank connects (1), checks in (5) and creates its UCX "
                "communicator (7). Under syncline-run, node leaders of %d: one check-in "
