@@ -6,24 +6,33 @@
 // that its tcp transport never uses), then sets one blob per rank with a
 // 136-byte address for each of its N-1 peers, and every rank reads each
 // peer's blob whole to take out the one entry meant for it: (N-1)^2
-// addresses read per rank, O(N^3) bytes in all. ConnectMesh() makes the same
-// pairs in the same order with neither: rank r sets, under "gloo/p/<r>/<j>",
-// only the address of its pair for peer j, packed (port and IP: 6 bytes for
-// IPv4, 22 for IPv6, instead of a 128-byte sockaddr_storage and a sequence
-// number), and reads only the N-1 keys meant for it. Per rank: N-1 sets and
-// N-1 gets, (N-1) x 6 bytes each way for IPv4.
+// addresses read per rank, O(N^3) bytes in all.
 //
-// Why not one key per rank: in this Gloo every tcp Pair opens its own
-// listening socket on an ephemeral port the kernel picks (Pair::listen()
-// binds the device's address with port 0), and which side of a pair connects
-// is decided by comparing the two ports. A peer must therefore learn, for
-// each pair, a port that nothing else determines: N(N-1) ports in all,
-// through a store that has only set/get/add. One listening socket per
-// device, with pair addresses that a peer can compute (sockaddr plus a
-// sequence number), came to Gloo in 2023 (facebookincubator/gloo #361). Nor
-// can pairs connect lazily here: both ends of a Pair must call its blocking
-// connect(), Gloo's algorithms pick their peers internally and take every
-// pair as connected, and the store is valid during comm_create only.
+// ConnectMesh() makes the same pairs without it, in two steps:
+//  1. the pairs to ranks (r +- 2^k) mod N, at most 2 ceil(log2 N) of them,
+//     through the store: rank r sets under "gloo/p/<r>/<j>" only its pair's
+//     address for j, packed (port and IP: 6 bytes for IPv4, 22 for IPv6,
+//     not a 128-byte sockaddr_storage and a sequence number), and gets the
+//     keys meant for it;
+//  2. every other pair's address over those pairs, with Bruck's all-to-all
+//     (ceil(log2 N) rounds of about N/2 blocks of 23 bytes), then those
+//     pairs.
+// Per rank: O(log N) store requests and bytes (14 at 16 ranks, 56 at 10k);
+// O(N log N) keys in the store in all. The N-1 TCP connections per rank are
+// Gloo's full mesh itself.
+//
+// Why not one key per rank, or lazy connection: in this Gloo every tcp Pair
+// opens its own listening socket on an ephemeral port the kernel picks
+// (Pair::listen() binds the device's address with port 0), and the two
+// ports decide which side dials. A peer must therefore learn, for each
+// pair, a port that nothing else determines: N(N-1) ports in all (here over
+// the pairs of step 1, not the store). One listening socket per device,
+// with pair addresses a peer can compute (sockaddr plus a sequence number),
+// came to Gloo in 2023 (facebookincubator/gloo #361). Pairs cannot connect
+// on first use: both ends of a Pair must call its blocking connect(),
+// Gloo's algorithms pick their peers internally and send on every pair as
+// if connected (transport::Context::getPair() hands out the pair as is),
+// and the store is valid during comm_create only.
 //
 // Errors: a failing store call throws StoreError, which keeps the store's
 // result code (e.g. SL_ERR_TIMEOUT) and message, so comm_create can report
@@ -65,10 +74,10 @@ class MeshContext : public ::gloo::Context {
  public:
   MeshContext(int rank, int size) : ::gloo::Context(rank, size) {}
 
-  // Creates a pair to every other rank on `device`, publishes each pair's
-  // address for its peer in `store` (valid for the call only), reads the
-  // peers' addresses meant for this rank and connects every pair, all by
-  // `deadline` (store waits) and this context's timeout (Gloo's connects).
+  // Creates a pair to every other rank on `device` and connects them all as
+  // above, through `store` (valid for the call only), by `deadline` (store
+  // waits and the all-to-all) and this context's timeout (a pair waiting
+  // for its peer to dial).
   // Returns each peer's address as Gloo prints it, with its rank, for
   // naming peers in later errors. Throws on failure (see above).
   std::vector<std::pair<std::string, int>> ConnectMesh(
