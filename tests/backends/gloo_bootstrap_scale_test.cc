@@ -109,7 +109,7 @@ TEST(GlooBootstrapFault, ARankThatDiesMidBootstrapFailsTheOthersInTime) {
     auto comm = Communicator::Create(GlooOptions(store, rank, size, absl::Seconds(3)));
     const absl::Duration took = absl::Now() - start;
     ASSERT_FALSE(comm.ok()) << "rank " << rank << " created a communicator without rank 5";
-    EXPECT_LT(took, absl::Seconds(10)) << comm.status();
+    EXPECT_LT(took, absl::Seconds(12)) << comm.status();  // Gloo alone: >= 15 s
     const std::string message(comm.status().message());
     std::printf("rank %d failed after %s: %s\n", rank, absl::FormatDuration(took).c_str(),
                 message.c_str());
