@@ -10,17 +10,14 @@
 #include <cstring>
 #include <exception>
 #include <stdexcept>
-#include <map>
 #include <utility>
 #include <vector>
 
 #include "backends/common/socket_iface.h"
 #include "backends/gloo/ops.h"
-#include "backends/gloo/store_adapter.h"
+#include "backends/gloo/mesh.h"
 #include "gloo/common/error.h"
 #include "gloo/common/logging.h"
-#include "gloo/rendezvous/context.h"
-#include "gloo/transport/tcp/address.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "syncline/plugin_sdk/error.h"
@@ -117,28 +114,6 @@ sl_result_t ClassifyCurrentException(std::string* reason) {
   }
 }
 
-// Gloo's connectFullMesh publishes, under key "<r>", rank r's listening
-// address for each of its peers in rank order (skipping r itself). The
-// entry meant for `rank` is the address Gloo names in its errors about r.
-std::vector<std::pair<std::string, int>> PeerAddresses(
-    const std::map<int, std::vector<char>>& published, int rank, int size) {
-  std::vector<std::pair<std::string, int>> result;
-  for (const auto& [peer, blob] : published) {
-    if (peer == rank || peer < 0 || peer >= size || size < 2) continue;
-    const size_t entry = blob.size() / (size - 1);
-    const size_t index = rank > peer ? rank - 1 : rank;
-    if (entry == 0 || (index + 1) * entry > blob.size()) continue;
-    try {
-      ::gloo::transport::tcp::Address address(std::vector<char>(
-          blob.begin() + index * entry, blob.begin() + (index + 1) * entry));
-      result.emplace_back(address.str(), peer);
-    } catch (...) {
-      // Only a nicer error message is lost.
-    }
-  }
-  return result;
-}
-
 }  // namespace
 
 std::string Communicator::NamePeers(std::string text) const {
@@ -176,14 +151,11 @@ sl_result_t Communicator::Create(const sl_comm_config_t& config,
   IgnoreSigpipeUnlessHandled();
   try {
     auto device = MakeDevice(config.size, &where);
-    auto context =
-        std::make_shared<::gloo::rendezvous::Context>(config.rank, config.size);
+    auto context = std::make_shared<MeshContext>(config.rank, config.size);
     context->setTimeout(timeout);
-    StoreAdapter store(config.store, config.rank, config.size, start + timeout);
-    context->connectFullMesh(store, device);
-    comm->reset(
-        new Communicator(config.rank, config.size, std::move(context), std::move(device),
-                         PeerAddresses(store.rank_values(), config.rank, config.size)));
+    auto peers = context->ConnectMesh(*config.store, device, start + timeout);
+    comm->reset(new Communicator(config.rank, config.size, std::move(context),
+                                 std::move(device), std::move(peers)));
     return SL_OK;
   } catch (...) {
     std::string reason;

@@ -1,8 +1,8 @@
 // communicator.h: one Gloo communicator behind an sl_comm_t.
 //
-// Create() bootstraps a gloo::rendezvous::Context over the core's store (a
-// TCP device on loopback by default) and starts two threads that this object
-// owns and joins:
+// Create() connects a full mesh of Gloo pairs through the core's store (a
+// TCP device on loopback by default; see mesh.h) and starts two threads
+// that this object owns and joins:
 //   - the worker runs collectives one at a time, in sequence order, so every
 //     rank executes them in the order they were posted;
 //   - the p2p thread waits for sends and receives to complete. They are

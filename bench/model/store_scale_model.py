@@ -12,13 +12,26 @@ Counts (from the code, per rank):
   UCX bootstrap, lazy     create: 5 requests + 2 gets (the hello's ring
                           neighbours); then one get per peer first talked
                           to: log2 N more for recursive doubling, 0 for rings
-  Gloo (Debian 2022-05)   connectFullMesh: 1 set of all N-1 pair addresses
-                          (136 bytes each: sockaddr_storage + sequence number)
-                          and N-1 gets of every other rank's whole blob, to
-                          extract one address from each: (N-1)^2 * 136 bytes
-                          read per rank, O(N^3) in all; N-1 sockets per rank.
-                          Syncline's adapter keeps a key per pair: N-1 sets
-                          and N-1 gets of 136 bytes per rank, O(N^2) in all
+  Gloo (Debian 2022-05)   connectFullMesh: 1 set of the host name and 1 of
+                          all N-1 pair addresses (136 bytes each:
+                          sockaddr_storage + sequence number); r gets of the
+                          lower ranks' host names (N(N-1)/2 in all, for a
+                          local rank its tcp transport never uses) and N-1
+                          gets of every other rank's whole blob, to extract
+                          one address from each: (N-1)^2 * 136 bytes read
+                          per rank, O(N^3) in all; N-1 sockets per rank.
+                          Syncline's mesh (backends/gloo/mesh.h) makes the
+                          same pairs without Gloo's rendezvous: the pairs to
+                          ranks r +- 2^k (2 ceil(log2 N) at most) through the
+                          store, a key per pair holding only its port and IP
+                          (6 bytes for IPv4), then every other pair's address
+                          over those pairs (Bruck's all-to-all: ceil(log2 N)
+                          rounds of ~N/2 blocks of 23 bytes, over TCP, not
+                          the store). Per rank O(log N) store requests; the
+                          store holds O(N log N) keys. N-1 TCP connections
+                          per rank are Gloo's full mesh. One key per rank,
+                          or lazy connection, would need Gloo's 2023 single
+                          listener per device (see mesh.h)
   NCCL unique id          1 get of 128 bytes (+2 adds); NCCL then bootstraps
                           its own ring of sockets and allgathers over it
 
@@ -42,6 +55,10 @@ import statistics
 
 RECORD_UCX = 121        # bytes, measured (UcxBootstrapScale test output)
 ADDR_GLOO = 136         # bytes, gloo::transport::tcp::Address::bytes()
+ADDR_GLOO_PACKED = 6    # bytes, port + IPv4 address (backends/gloo/mesh.cc)
+KEY_GLOO_PAIR = 29      # bytes, "comm0/plugin/gloo/p/<r>/<j>" at 10k ranks
+BLOCK_GLOO = 23         # bytes, a block of the mesh's all-to-all
+HOSTNAME = 16           # bytes, a host name Gloo's rendezvous exchanges
 UID_NCCL = 128
 CHECKIN_BYTES = 100     # rank 0's record + the verdict
 STORE_BPS = 1e9         # assumed server throughput for large values
@@ -75,6 +92,12 @@ def fit(points):
     return my - b * mx, b
 
 
+def gloo_store_peers(n):
+    """Ranks r +- 2^k (mod n) other than r: the mesh's pairs through the store."""
+    steps = [2 ** k for k in range(math.ceil(math.log2(n)))]
+    return len(({s % n for s in steps} | {-s % n for s in steps}) - {0})
+
+
 def per_rank(n):
     """(requests, bytes read) per rank, for each part of startup."""
     lg = math.log2(n)
@@ -84,8 +107,11 @@ def per_rank(n):
         "UCX bootstrap, eager (before)": (n, (n - 1) * RECORD_UCX),
         "UCX bootstrap, lazy: create (publish + hello)": (7, 2 * RECORD_UCX),
         "UCX lazy: + first small allreduce": (lg, lg * RECORD_UCX),
-        "Gloo connectFullMesh, Gloo's own keys": (n, (n - 1) ** 2 * ADDR_GLOO),
-        "Gloo, Syncline's adapter (key per pair)": (2 * (n - 1), (n - 1) * ADDR_GLOO),
+        "Gloo connectFullMesh, Gloo's own keys": (
+            2 + (n - 1) / 2 + (n - 1),
+            (n - 1) / 2 * HOSTNAME + (n - 1) ** 2 * ADDR_GLOO),
+        "Gloo, Syncline's mesh (store for log N pairs)": (
+            2 * gloo_store_peers(n), gloo_store_peers(n) * ADDR_GLOO_PACKED),
         "NCCL unique id": (3, UID_NCCL),
     }
 
@@ -127,6 +153,15 @@ def main():
             out.append("| %s | %d | %.1f | %s | %s | %s |" % (
                 part, n, req, human(byts), human(total_bytes),
                 "%.3g" % t if t < 1e6 else "%.1e (infeasible)" % t))
+    for n in (10_000, 100_000):
+        out.append("\nGloo through Syncline's mesh at %d ranks: %d pair keys a rank in the "
+                   "store (%s held in all, key and value, %d + %d bytes a pair), and "
+                   "%s a rank over TCP in the all-to-all (%d rounds)." % (
+                       n, gloo_store_peers(n),
+                       human(n * gloo_store_peers(n) * (KEY_GLOO_PAIR + ADDR_GLOO_PACKED)),
+                       KEY_GLOO_PAIR, ADDR_GLOO_PACKED,
+                       human(math.ceil(math.log2(n)) * n / 2 * BLOCK_GLOO),
+                       math.ceil(math.log2(n))))
     out.append("\n## Startup estimate (check-in + UCX create, store-bound)\n")
     out.append("Flat: every rank connects (1), checks in (5) and creates its UCX "
                "communicator (7). Under syncline-run, node leaders of %d: one check-in "

@@ -230,7 +230,16 @@ class TcpStoreServer::Impl {
       if (!Admit(fd, ip, peer)) {
         ++refused_;
         ::close(fd);
+        continue;
       }
+      // A client sends its hello as soon as its connect completes, so by
+      // the time it is accepted the hello has usually arrived: read it now.
+      // Otherwise a burst of clients from one host (a node's ranks, or the
+      // simulated ranks of bench/store_scale) would all count as pending
+      // while this loop drains the queue, and those past
+      // max_pending_per_peer would be refused and retry after a backoff.
+      // The handshake and the token check are the same as on a later read.
+      if (!ReadFrom(conns_.at(fd))) Close(fd);
     }
   }
 

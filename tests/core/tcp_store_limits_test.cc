@@ -83,7 +83,8 @@ bool ReadExactly(int fd, char* p, size_t n) {
 // time over a window through a pipe.
 class ForkedServer {
  public:
-  ForkedServer(int fd_limit, absl::Duration handshake_timeout) {
+  ForkedServer(int fd_limit, absl::Duration handshake_timeout,
+               int max_pending_per_peer = 100000) {
     int to_child[2], to_parent[2];
     EXPECT_EQ(::pipe(to_child), 0);
     EXPECT_EQ(::pipe(to_parent), 0);
@@ -96,7 +97,7 @@ class ForkedServer {
       ::setrlimit(RLIMIT_NOFILE, &rl);
       TcpStoreServerOptions options{.host = "127.0.0.1", .port = 0};
       options.handshake_timeout = handshake_timeout;
-      options.max_pending_per_peer = 100000;  // the fd limit is what is tested
+      options.max_pending_per_peer = max_pending_per_peer;
       auto server = TcpStoreServer::Start(options);
       if (!server.ok()) {
         fprintf(stderr, "forked store server: %s\n", server.status().ToString().c_str());
@@ -297,6 +298,49 @@ TEST(TcpStoreLimits, PendingCapPerPeerLeavesOtherHostsServed) {
     EXPECT_FALSE(ClosedByPeer(fd, absl::Milliseconds(200))) << "a connection within the cap was closed";
     ::close(fd);
   }
+}
+
+// A burst of clients from one host that have all sent their hello by the
+// time the store accepts them (a node's ranks starting together) is served
+// whole: a hello already there is read at accept, so those clients never
+// count against max_pending_per_peer. The cap still holds for connections
+// that stay silent: of the twelve queued after the burst, eight are admitted
+// (and left open until the handshake deadline) and four are refused.
+TEST(TcpStoreLimits, ABurstThatAlreadySentItsHelloIsNotRefusedAsPending) {
+  constexpr int kCap = 8;
+  constexpr int kGreeting = 5 * kCap;
+  constexpr int kSilent = kCap + 4;
+  ForkedServer server(1024, absl::Seconds(60), kCap);
+  server.Stop();  // the burst lands in the listen queue, hellos included
+  const std::string hello = Hello();
+  std::vector<int> greeting, silent;
+  for (int i = 0; i < kGreeting; ++i) {
+    int fd = RawConnect(server.port(), "127.0.0.1");
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(hello.size()));
+    greeting.push_back(fd);
+  }
+  for (int i = 0; i < kSilent; ++i) {
+    int fd = RawConnect(server.port(), "127.0.0.1");
+    ASSERT_GE(fd, 0);
+    silent.push_back(fd);
+  }
+  EXPECT_EQ(AcceptQueueLength(server.port()), kGreeting + kSilent);
+  server.Continue();
+  int served = 0;
+  for (int fd : greeting) {
+    char reply[proto::kHelloBytes + 1];
+    if (ReadExactly(fd, reply, sizeof(reply)) && reply[proto::kHelloBytes] == 0) ++served;
+    ::close(fd);
+  }
+  EXPECT_EQ(served, kGreeting) << "clients that had sent their hello were refused";
+  int refused = 0;
+  for (int fd : silent) {
+    if (ClosedByPeer(fd, absl::Milliseconds(200))) ++refused;
+    ::close(fd);
+  }
+  EXPECT_EQ(refused, kSilent - kCap) << "the pending cap did not hold for silent sockets";
 }
 
 // Writes beyond max_store_bytes are refused with a message; nothing is lost.
