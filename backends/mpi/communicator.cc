@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "runtime.h"
 #include "syncline/plugin_sdk/error.h"
@@ -14,7 +15,6 @@ namespace syncline::mpi_backend {
 namespace {
 
 using backend::SlSetError;
-using Clock = std::chrono::steady_clock;
 
 const backend::SlOpRules kRules = {"mpi", SL_DEVICE_CPU, -1,
                                    "the mpi backend moves host memory only; use "
@@ -94,7 +94,31 @@ int TagUpperBound() {
 }  // namespace
 
 Communicator::Communicator(std::shared_ptr<CommState> state, int64_t timeout_ms)
-    : state_(std::move(state)), timeout_ms_(timeout_ms) {}
+    : state_(std::move(state)), timeout_ms_(timeout_ms), progress_([this] { Progress(); }) {}
+
+void Communicator::Progress() {
+  constexpr size_t kBatch = 64;  // the oldest ops: later collectives wait on them
+  std::vector<std::shared_ptr<Request>> batch;
+  std::unique_lock<std::mutex> stop(stop_mu_);
+  while (!stopping_) {
+    batch.clear();
+    if (state_->waiters.load() == 0) {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      for (const auto& request : state_->pending) {
+        if (batch.size() == kBatch) break;
+        if (!request->done()) batch.push_back(request);
+      }
+    }
+    if (batch.empty()) {
+      stop_cv_.wait_for(stop, std::chrono::milliseconds(1));
+      continue;
+    }
+    stop.unlock();
+    for (const auto& request : batch) request->Advance();
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    stop.lock();
+  }
+}
 
 sl_result_t Communicator::Create(const sl_comm_config_t& config,
                                  std::unique_ptr<Communicator>* out, sl_error_t* err) {
@@ -127,6 +151,7 @@ sl_result_t Communicator::Create(const sl_comm_config_t& config,
   state->rank = world_rank;
   state->size = world_size;
   state->comm_id = config.comm_id;
+  state->store = config.store;
   MPI_Request dup = MPI_REQUEST_NULL;
   int rc;
   {
@@ -149,6 +174,13 @@ sl_result_t Communicator::Create(const sl_comm_config_t& config,
 }
 
 Communicator::~Communicator() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  progress_.join();
+  state_->Leave();
   bool free_comm;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -273,7 +305,7 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
   return SL_OK;
 }
 
-sl_result_t Communicator::Split(int32_t color, int32_t key, const sl_store_t* /*store*/,
+sl_result_t Communicator::Split(int32_t color, int32_t key, const sl_store_t* store,
                                 uint64_t id, std::unique_ptr<Communicator>* child,
                                 sl_error_t* err) {
   child->reset();
@@ -315,6 +347,7 @@ sl_result_t Communicator::Split(int32_t color, int32_t key, const sl_store_t* /*
   auto state = std::make_shared<CommState>();
   state->comm = made;
   state->comm_id = id;
+  state->store = store;
   {
     MpiLock lock;
     MPI_Comm_rank(made, &state->rank);

@@ -8,13 +8,23 @@
 // MPI_Comm_split after a bounded MPI_Ibarrier over the parent. Post() starts
 // the op with MPI's non-blocking call and returns at once.
 //
+// MPI advances ops only inside MPI calls. A thread in request_wait drives
+// them; while none is, the communicator's progress thread tests the oldest
+// pending ops (every 20 us while there are some, every 1 ms otherwise), so
+// that ops posted and not waited on still run, and their deadlines fire.
+// The destructor stops and joins it.
+//
 // Thread safety: as plugin_abi.h: Post and Split from one thread at a time;
 // Abort from any thread.
 #ifndef SYNCLINE_BACKENDS_MPI_COMMUNICATOR_H_
 #define SYNCLINE_BACKENDS_MPI_COMMUNICATOR_H_
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "work.h"
 #include "syncline/plugin_abi.h"
@@ -36,9 +46,15 @@ class Communicator {
   Communicator(std::shared_ptr<CommState> state, int64_t timeout_ms);
   // Starts `op` in MPI; MPI's return code.
   int Start(Request& request, MPI_Request* started);
+  // The progress thread's loop.
+  void Progress();
 
   const std::shared_ptr<CommState> state_;
   const int64_t timeout_ms_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // guarded by stop_mu_
+  std::thread progress_;
 };
 
 }  // namespace syncline::mpi_backend

@@ -11,8 +11,6 @@
 namespace syncline::mpi_backend {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 bool IsP2p(const sl_op_t& op) { return op.kind == SL_OP_SEND || op.kind == SL_OP_RECV; }
 
 bool Overlap(const sl_buffer_t& a, const sl_buffer_t& b) {
@@ -44,6 +42,37 @@ void CommState::Abort(const std::string& message, const Request* except) {
   for (const auto& request : failing) {
     if (request.get() != except) request->Complete(SL_ERR_ABORTED, message);
   }
+}
+
+std::string CommState::RanksThatLeft() {
+  std::lock_guard<std::mutex> lock(mu);
+  if (store == nullptr) return "";
+  sl_error_t ignored;
+  int64_t left = 0;
+  if (store->add(store->ctx, "mpi/left", 0, &left, &ignored) != SL_OK || left == 0) return "";
+  std::string ranks;
+  for (int r = 0; r < size; ++r) {
+    const std::string key = "mpi/left/" + std::to_string(r);
+    void* value = nullptr;
+    size_t len = 0;
+    if (store->get(store->ctx, key.c_str(), 1, &value, &len, &ignored) == SL_OK) {
+      store->free_value(store->ctx, value);
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    }
+  }
+  return ranks.empty() ? "?" : ranks;
+}
+
+void CommState::Leave() {
+  std::lock_guard<std::mutex> lock(mu);
+  if (store == nullptr) return;
+  sl_error_t ignored;
+  const std::string key = "mpi/left/" + std::to_string(rank);
+  const char one = 1;
+  store->set(store->ctx, key.c_str(), &one, 1, &ignored);
+  int64_t left = 0;
+  store->add(store->ctx, "mpi/left", 1, &left, &ignored);
+  store = nullptr;
 }
 
 Request::Request(const sl_op_t& op, std::shared_ptr<CommState> comm,
@@ -159,7 +188,29 @@ bool Request::Advance() const {
     TimeOut();
     return true;
   }
-  return false;
+  return PeerGone(now);
+}
+
+bool Request::PeerGone(Clock::time_point now) const {
+  // Only ops that have waited a while look (a store round trip each time).
+  constexpr auto kFirstLook = std::chrono::milliseconds(200);
+  constexpr auto kEvery = std::chrono::milliseconds(250);
+  constexpr auto kGrace = std::chrono::seconds(1);
+  if (now - clock_.started_at() < kFirstLook || now < next_peer_check_) return false;
+  next_peer_check_ = now + kEvery;
+  if (peer_gone_since_ == Clock::time_point()) {
+    if (comm_->RanksThatLeft().empty()) return false;
+    // It may still finish with what the peer sent before it left.
+    peer_gone_since_ = now;
+    return false;
+  }
+  if (now - peer_gone_since_ < kGrace) return false;
+  const std::string message = Describe() + ": rank(s) " + comm_->RanksThatLeft() +
+                              " destroyed the communicator while this op waited on them";
+  outcome_.Complete(SL_ERR_PEER, message);
+  comm_->Abort("mpi communicator " + std::to_string(comm_->comm_id) + " aborted: " + message,
+               this);
+  return true;
 }
 
 sl_result_t Request::Test(int* done, sl_error_t* err) const {
@@ -170,6 +221,11 @@ sl_result_t Request::Test(int* done, sl_error_t* err) const {
 sl_result_t Request::Wait(int64_t timeout_ms, sl_error_t* err) const {
   const Clock::time_point until = backend::SlWaitLimit(timeout_ms);
   const Clock::time_point start = Clock::now();
+  struct Waiting {
+    explicit Waiting(CommState& c) : comm(c) { comm.waiters.fetch_add(1); }
+    ~Waiting() { comm.waiters.fetch_sub(1); }
+    CommState& comm;
+  } waiting(*comm_);
   for (uint64_t spins = 0;; ++spins) {
     if (Advance()) return outcome_.Report(err);
     if ((spins & 63) != 63) continue;

@@ -23,6 +23,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -38,6 +39,7 @@
 namespace syncline::mpi_backend {
 
 class Request;
+using Clock = std::chrono::steady_clock;
 
 // What a communicator shares with its ops: the MPI communicator, who we are,
 // and whether it was aborted (and why).
@@ -58,6 +60,20 @@ struct CommState {
   // True once some op was left to MPI unfinished (timed out or aborted):
   // the MPI communicator can then never be freed.
   bool ops_left_in_mpi ABSL_GUARDED_BY(mu) = false;
+  // The communicator's store while it lives (null after destruction): a
+  // rank that destroys its communicator says so there ("mpi/left"), so that
+  // a peer still waiting on it fails with SL_ERR_PEER instead of waiting
+  // for its deadline (MPI itself does not notice a peer that left).
+  const sl_store_t* store ABSL_GUARDED_BY(mu) = nullptr;
+
+  // Threads inside request_wait on this communicator's ops: while there is
+  // one, it drives MPI and the progress thread stays out of its way.
+  std::atomic<int> waiters{0};
+
+  // Ranks that destroyed the communicator, "" if none (or no store).
+  std::string RanksThatLeft();
+  // Says in the store that this rank left (the destructor).
+  void Leave();
 
   // Fails every pending op with SL_ERR_ABORTED and `message`, and every
   // later post; the first call's message wins. `except` (the op that timed
@@ -92,15 +108,20 @@ class Request {
   sl_result_t Test(int* done, sl_error_t* err) const;
   sl_result_t Wait(int64_t timeout_ms, sl_error_t* err) const;
 
- private:
   // One step: MPI_Test the op, finish it if MPI has, and enforce its
-  // deadline. True once the outcome is in.
+  // deadline (and notice a peer that left). True once the outcome is in.
+  // Returns at once if another thread is testing it.
   bool Advance() const;
+
+ private:
   // Called with mu_ held once MPI finished the op: AVG's division, then the
   // outcome.
   void Finish(const MPI_Status& status) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The deadline passed: cancel a receive, abort the communicator otherwise.
   void TimeOut() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True (and the op failed with SL_ERR_PEER) when a peer left the
+  // communicator and the op has not finished within a grace period since.
+  bool PeerGone(Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const sl_op_t op_;
   const std::shared_ptr<CommState> comm_;
@@ -109,6 +130,10 @@ class Request {
   mutable std::mutex mu_;
   mutable MPI_Request request_ ABSL_GUARDED_BY(mu_) = MPI_REQUEST_NULL;
   mutable std::shared_ptr<Request> prev_ ABSL_GUARDED_BY(mu_);
+  // Waits on peers: when a peer was last looked for in the store, and when
+  // one was first seen gone (the op gets a grace period to finish).
+  mutable Clock::time_point next_peer_check_ ABSL_GUARDED_BY(mu_);
+  mutable Clock::time_point peer_gone_since_ ABSL_GUARDED_BY(mu_);
   std::vector<unsigned char> send_copy_;
 };
 
