@@ -17,15 +17,17 @@ mpi_out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     -x SYNCLINE_BACKEND=mpi -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" \
     "$bin/syncline-train" "${args[@]}" --save-params="$work/mpi.bin" 2>&1) ||
   { echo "$mpi_out"; echo "FAILED: syncline-train over mpi under mpirun"; exit 1; }
-echo "$mpi_out" | tr '\r' '\n' | grep -v '^epoch .*\[' || true
-loss() { tr '\r' '\n' <<< "$1" | sed -n "s|^epoch $2/2  train loss \([0-9.]*\) .*backend $3 x2$|\1|p"; }
+# The progress bar's carriage returns and erase-line codes, taken out.
+lines() { tr '\r' '\n' <<< "$1" | sed 's/\x1b\[K//g'; }
+lines "$mpi_out" | grep -v '^epoch .*\[' || true
+loss() { lines "$1" | sed -n "s|^epoch $2/2  train loss \([0-9.]*\) .*backend $3 x2$|\1|p"; }
 first=$(loss "$mpi_out" 1 mpi)
 second=$(loss "$mpi_out" 2 mpi)
 [ -n "$first" ] && [ -n "$second" ] ||
   { echo "FAILED: no 'epoch N/2 train loss ... backend mpi x2' lines"; exit 1; }
 python3 -c "import sys; sys.exit(not float('$second') < float('$first'))" ||
   { echo "FAILED: the train loss did not fall over mpi: $first -> $second"; exit 1; }
-acc=$(tr '\r' '\n' <<< "$mpi_out" | sed -n 's|^done: .*, val acc \([0-9.]*\)% .*backend mpi.*|\1|p')
+acc=$(lines "$mpi_out" | sed -n 's|^done: .*, val acc \([0-9.]*\)% .*backend mpi.*|\1|p')
 python3 -c "import sys; sys.exit(not float('${acc:-0}') > 80)" ||
   { echo "FAILED: validation accuracy over mpi is ${acc:-missing}%, not above 80%"; exit 1; }
 gloo_out=$(SYNCLINE_BACKEND=gloo "$bin/syncline-run" -n 2 -- \
