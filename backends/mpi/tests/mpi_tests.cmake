@@ -1,13 +1,15 @@
 # The mpi backend under Syncline's shared suites, every rank an mpirun
-# process (mpi_test_env.cc). Built only inside Syncline's tree: the suites
-# and their harness live in tests/. `ctest -L mpi`.
+# process (mpi_test_env.cc), and its own tests. Built only inside Syncline's
+# tree (the suites and their harness live in tests/), at the end of the top
+# level (included by ../CMakeLists.txt, so paths are spelled out). `ctest -L mpi`.
 find_package(GTest REQUIRED)
 set(_suites ${PROJECT_SOURCE_DIR}/tests/backends)
+set(_here ${CMAKE_CURRENT_LIST_DIR})
 
 # syncline_mpi_test(NAME n SOURCES ... [LIBS ...])
 function(syncline_mpi_test)
   cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS" ${ARGN})
-  add_executable(${T_NAME} ${T_SOURCES} mpi_test_env.cc)
+  add_executable(${T_NAME} ${T_SOURCES} ${_here}/mpi_test_env.cc)
   target_link_libraries(${T_NAME} PRIVATE syncline_test_common GTest::gtest_main
                         GTest::gmock syncline::core ${T_LIBS})
   target_compile_definitions(${T_NAME} PRIVATE SYNCLINE_TEST_BACKENDS_DEFAULT="mpi")
@@ -45,12 +47,19 @@ syncline_mpi_add(NAME mpi.fault BINARY backend_fault_test_mpi
 # Where MPI differs: timeouts abort a communicator, a killed rank ends the
 # job, a rank that is not MPI's is refused (mpi_job_test.cc says what each
 # case checks).
-syncline_mpi_test(NAME mpi_job_test SOURCES mpi_job_test.cc)
+syncline_mpi_test(NAME mpi_job_test SOURCES ${_here}/mpi_job_test.cc)
 syncline_mpi_add(NAME mpi.job BINARY mpi_job_test FILTER "*" TIMEOUT 300)
 
 # The trainer over mpi: it trains, and ends where the same run over gloo
 # does (train_test.sh).
 if(SYNCLINE_WITH_TORCH)
-  add_test(NAME mpi.train COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/train_test.sh ${PROJECT_BINARY_DIR}/bin)
+  add_test(NAME mpi.train COMMAND ${_here}/train_test.sh ${PROJECT_BINARY_DIR}/bin)
   set_tests_properties(mpi.train PROPERTIES LABELS mpi TIMEOUT 600)
 endif()
+
+# backends/mpi built alone against the installed, moved package, then loaded
+# with SYNCLINE_BACKEND=mpi on 2 mpirun ranks (tests/install/install_test.sh).
+add_test(NAME install.mpi
+  COMMAND ${PROJECT_SOURCE_DIR}/tests/install/install_test.sh ${PROJECT_SOURCE_DIR}
+          ${PROJECT_BINARY_DIR} mpi)
+set_tests_properties(install.mpi PROPERTIES TIMEOUT 300 LABELS "install;mpi")
