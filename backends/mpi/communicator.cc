@@ -267,22 +267,21 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
       rc != SL_OK) {
     return SlSetError(err, rc, "mpi %s", why.c_str());
   }
-  const std::string name = backend::SlOpName(op);
   if (op.send.count > INT_MAX || op.recv.count > INT_MAX) {
     return SlSetError(err, SL_ERR_UNSUPPORTED,
                       "mpi %s: %zu elements; MPI counts are C ints (at most %d): split the op",
-                      name.c_str(), op.send.count > op.recv.count ? op.send.count : op.recv.count,
+                      backend::SlOpName(op).c_str(), op.send.count > op.recv.count ? op.send.count : op.recv.count,
                       INT_MAX);
   }
   static const int tag_ub = TagUpperBound();
   if (!IsCollective(op.kind) && op.tag > static_cast<uint32_t>(tag_ub)) {
     return SlSetError(err, SL_ERR_UNSUPPORTED,
                       "mpi %s: tag %u is above this MPI's MPI_TAG_UB (%d): use a smaller tag",
-                      name.c_str(), op.tag, tag_ub);
+                      backend::SlOpName(op).c_str(), op.tag, tag_ub);
   }
   std::lock_guard<std::mutex> lock(state_->mu);
   if (state_->aborted.load()) {
-    return SlSetError(err, SL_ERR_ABORTED, "mpi %s: %s", name.c_str(),
+    return SlSetError(err, SL_ERR_ABORTED, "mpi %s: %s", backend::SlOpName(op).c_str(),
                       state_->abort_message.c_str());
   }
   while (!state_->pending.empty() && state_->pending.front()->done()) {

@@ -9,6 +9,7 @@
 //     with mpirun's message naming the rank and the signal, where the other
 //     backends let the survivors report the dead peer (the shared fault
 //     suite's RankKilledInALargeAllreduceFailsTheOthers);
+//   - device memory and tags above MPI_TAG_UB are refused with a message;
 //   - a Syncline rank that is not MPI's rank is refused with what to do.
 #include <signal.h>
 
@@ -144,6 +145,34 @@ TEST(MpiJob, KilledRankTakesTheJobDownInTime) {
         << r.output;
     EXPECT_TRUE(absl::StrContains(r.output, "signal 9")) << r.output;
   }
+}
+
+// What MPI cannot do is refused before MPI sees it, and the communicator
+// works on: device memory (the backend moves host memory only), and a tag
+// above MPI_TAG_UB (OpenMPI's is far below the ABI's 32 bits).
+TEST(MpiJob, UnsupportedOpsAreRefusedWithAClearMessage) {
+  auto results = RunRanks(2, [](int rank, int) {
+    auto comm = Connect();
+    ASSERT_NE(comm, nullptr);
+    auto outcome = [](absl::StatusOr<std::unique_ptr<Work>> work) {
+      return work.ok() ? (*work)->Wait(absl::Seconds(30)) : work.status();
+    };
+    std::vector<float> data(16, 1.0f);
+    const absl::Status cuda = outcome(
+        comm->Allreduce(View(data.data(), data.size(), DataType::kFloat32, Device::Cuda(0))));
+    EXPECT_EQ(cuda.code(), absl::StatusCode::kUnimplemented) << cuda;
+    EXPECT_TRUE(absl::StrContains(cuda.message(), "mpi")) << cuda;
+    EXPECT_TRUE(absl::StrContains(cuda.message(), "cuda")) << cuda;
+    SendRecvOptions options;
+    options.tag = 0x7fffffffu;
+    const absl::Status tag = outcome(comm->Send(View(data), 1 - rank, options));
+    EXPECT_EQ(tag.code(), absl::StatusCode::kUnimplemented) << tag;
+    EXPECT_TRUE(absl::StrContains(tag.message(), "MPI_TAG_UB")) << tag;
+    std::vector<float> ok(3, 1.0f);
+    ASSERT_TRUE(outcome(comm->Allreduce(View(ok))).ok());
+    EXPECT_EQ(ok, std::vector<float>(3, 2.0f));
+  });
+  ExpectAllSucceeded(results);
 }
 
 TEST(MpiJob, RankOtherThanMpisIsRefusedWithWhatToDo) {

@@ -35,6 +35,15 @@ foreach(n 1 2 3 4)
     FILTER "*/mpi_${n}ranks" TIMEOUT 600)
 endforeach()
 
+# The same on 3 ranks with the check and trace interposers stacked on mpi
+# (check's fingerprint exchanges are ops of their own on the communicator).
+if(SYNCLINE_WITH_PLUGINS)
+  syncline_mpi_add(NAME mpi.collective.3ranks.check_trace BINARY collective_test_mpi
+    FILTER "*/mpi_3ranks" TIMEOUT 600)
+  set_tests_properties(mpi.collective.3ranks.check_trace PROPERTIES
+    ENVIRONMENT "SYNCLINE_PLUGINS=check,trace;SYNCLINE_TRACE_DIR=${CMAKE_CURRENT_BINARY_DIR}/mpi_trace")
+endif()
+
 # The fault and deadline suites, every case but one that cannot apply to
 # MPI: RankKilledInALargeAllreduceFailsTheOthers expects the survivors to
 # report the dead peer and exit 0, but a process of an MPI job that dies
