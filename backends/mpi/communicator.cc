@@ -94,7 +94,9 @@ int TagUpperBound() {
 }  // namespace
 
 Communicator::Communicator(std::shared_ptr<CommState> state, int64_t timeout_ms)
-    : state_(std::move(state)), timeout_ms_(timeout_ms), progress_([this] { Progress(); }) {}
+    : state_(std::move(state)), timeout_ms_(timeout_ms), progress_([this] { Progress(); }) {
+  CommunicatorCreated();
+}
 
 void Communicator::Progress() {
   constexpr size_t kBatch = 64;  // the oldest ops: later collectives wait on them
@@ -180,6 +182,7 @@ Communicator::~Communicator() {
   }
   stop_cv_.notify_all();
   progress_.join();
+  CommunicatorDestroyed();
   state_->Leave();
   bool free_comm;
   {

@@ -18,6 +18,7 @@ std::string init_error;
 std::atomic<int> thread_level{MPI_THREAD_SINGLE};
 bool we_initialized = false;
 std::atomic<bool> skip_finalize{false};
+std::atomic<int> live_communicators{0};
 std::mutex serial_mu;
 
 MPI_Datatype f16_type = MPI_DATATYPE_NULL;
@@ -35,7 +36,7 @@ void HalfReduce(void* in, void* inout, int* len, MPI_Datatype* type) {
 }
 
 void FinalizeAtExit() {
-  if (skip_finalize.load()) return;
+  if (skip_finalize.load() || live_communicators.load() > 0) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -131,6 +132,9 @@ std::string MpiErrorText(int code) {
 }
 
 void SkipFinalizeAtExit() { skip_finalize.store(true); }
+
+void CommunicatorCreated() { live_communicators.fetch_add(1); }
+void CommunicatorDestroyed() { live_communicators.fetch_sub(1); }
 
 std::string LibraryVersion() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING];

@@ -6,9 +6,10 @@
 // MPI_THREAD_MULTIPLE), unless the program initialized it itself; then the
 // program owns it. When MPI gives less than MPI_THREAD_MULTIPLE, every MPI
 // call of this backend runs under one process-wide lock (Serialized()).
-// MPI_Finalize runs at exit (atexit) when this backend initialized MPI and no
-// communicator was left with an op MPI still holds (after a timeout or an
-// abort): finalizing then could block on the op forever.
+// MPI_Finalize runs at exit (atexit) when this backend initialized MPI, every
+// communicator was destroyed, and none was left with an op MPI still holds
+// (after a timeout or an abort): finalizing then could block on the op
+// forever.
 //
 // f16 and bf16 have no MPI datatype in OpenMPI 4.1: they travel as 2-byte
 // derived types, reduced by user-defined MPI ops that run the plugin SDK's
@@ -62,6 +63,11 @@ std::string MpiErrorText(int code);
 // still held by MPI (it timed out or was aborted), and finalizing would wait
 // for it.
 void SkipFinalizeAtExit();
+
+// Counts the communicators alive: MPI_Finalize is skipped at exit while one
+// is (its progress thread may still call into MPI).
+void CommunicatorCreated();
+void CommunicatorDestroyed();
 
 // "Open MPI v4.1.4, ..." (MPI_Get_library_version, first line).
 std::string LibraryVersion();

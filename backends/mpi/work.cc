@@ -34,6 +34,8 @@ void CommState::Abort(const std::string& message, const Request* except) {
     }
     failing.swap(pending);
     last_collective.reset();
+    // The op that failed (timed out, or its peer left) is still in MPI too.
+    if (except != nullptr) ops_left_in_mpi = true;
     for (const auto& request : failing) {
       if (!request->done()) ops_left_in_mpi = true;
     }
