@@ -20,7 +20,8 @@
 // SYNCLINE_RANK and RunOptions::rank_env). Each rank writes its output and
 // exit code to a folder the parent reads; a rank that never returns from
 // the body (killed, or taken down with the job) has exit_code -1, signal
-// SIGKILL, and the launcher's own output appended to its output. This is
+// SIGKILL, and the launcher's own output appended to its output; every
+// rank's `seconds` is the launcher's. This is
 // how a backend whose ranks must be started by its transport's launcher
 // (MPI) runs the shared suites unchanged.
 //
