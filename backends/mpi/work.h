@@ -108,10 +108,11 @@ class Request {
   sl_result_t Test(int* done, sl_error_t* err) const;
   sl_result_t Wait(int64_t timeout_ms, sl_error_t* err) const;
 
-  // One step: MPI_Test the op, finish it if MPI has, and enforce its
-  // deadline (and notice a peer that left). True once the outcome is in.
-  // Returns at once if another thread is testing it.
-  bool Advance() const;
+  // One step: MPI_Test the op, finish it if MPI has, and (with
+  // `check_deadline`) enforce its deadline and notice a peer that left.
+  // True once the outcome is in. Returns at once if another thread is
+  // testing it.
+  bool Advance(bool check_deadline = true) const;
 
  private:
   // Called with mu_ held once MPI finished the op: AVG's division, then the
