@@ -43,7 +43,7 @@ import machine_load
 import spread
 
 OPS = ["allreduce", "allgather", "reduce_scatter", "broadcast"]
-SYNCLINE = ["syncline-gloo", "syncline-ucx"]
+SYNCLINE = ["syncline-gloo", "syncline-ucx", "syncline-mpi"]
 REFERENCES = ["raw-gloo", "raw-ucx", "torch-gloo", "mpi-shm", "mpi-tcp", "membw-bound"]
 ALL = SYNCLINE + REFERENCES
 

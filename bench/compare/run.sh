@@ -85,7 +85,7 @@ fi
 note "build into $BUILD"
 scripts/build.sh syncline-bench-collectives syncline-bench-raw-gloo syncline-bench-membw >&2 ||
   { echo "run.sh: build failed" >&2; exit 1; }
-for optional in syncline-bench-mpi syncline-backend-ucx syncline-bench-raw-ucx; do
+for optional in syncline-bench-mpi syncline-backend-mpi syncline-backend-ucx syncline-bench-raw-ucx; do
   if has_target "$optional"; then
     scripts/build.sh "$optional" >&2 || echo "run.sh: $optional did not build; skipped" >&2
   fi
@@ -145,6 +145,13 @@ if [ -x "$BIN/syncline-bench-mpi" ] && command -v mpirun > /dev/null; then
   NAMES+=(mpi_shm mpi_tcp)
   CMD[mpi_shm]="$MPIRUN --mca btl vader,self $BIN/syncline-bench-mpi --system=mpi-shm ${SIZES[*]} --json="
   CMD[mpi_tcp]="$MPIRUN --mca btl tcp,self --mca btl_tcp_if_include lo $BIN/syncline-bench-mpi --system=mpi-tcp ${SIZES[*]} --json="
+  # Syncline over its mpi backend, on the same mpirun and shared memory as
+  # mpi-shm: the backend's cost over raw MPI. Rank 0 hosts the store.
+  if [ -f "$BUILD/lib/libsyncline-backend-mpi.so" ]; then
+    NAMES+=(syncline_mpi)
+    port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    CMD[syncline_mpi]="$MPIRUN --mca btl vader,self -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$port $BIN/syncline-bench-collectives --backends=mpi --ops=$OPS ${SIZES[*]} --json="
+  fi
 else
   echo "run.sh: OpenMPI not found; mpi-shm and mpi-tcp skipped" >&2
 fi

@@ -15,9 +15,12 @@
 #include <memory>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "syncline/tcp_store.h"
 
@@ -28,6 +31,14 @@ namespace {
 
 constexpr char kChildRankVar[] = "SYNCLINE_TEST_CHILD_RANK";
 constexpr char kChildSizeVar[] = "SYNCLINE_TEST_CHILD_SIZE";
+// Under an external launcher (see multiprocess.h): the variable that holds
+// a child's rank, the folder for its log and exit status, and its per-rank
+// environment ("K=V" lines in SYNCLINE_TEST_CHILD_ENV_<rank>).
+constexpr char kLauncherVar[] = "SYNCLINE_TEST_LAUNCHER";
+constexpr char kLauncherRankVar[] = "SYNCLINE_TEST_LAUNCHER_RANK_VAR";
+constexpr char kChildRankFromVar[] = "SYNCLINE_TEST_CHILD_RANK_FROM";
+constexpr char kChildDirVar[] = "SYNCLINE_TEST_CHILD_DIR";
+constexpr char kChildEnvPrefix[] = "SYNCLINE_TEST_CHILD_ENV_";
 
 std::string SelfExe() {
   char buf[4096];
@@ -150,22 +161,143 @@ std::vector<RankResult> SpawnAndWait(int world_size, const RunOptions& options, 
   return results;
 }
 
+// Starts every rank as one job of the external launcher (`launcher` with
+// {n} replaced by the world size) and waits for it. Each rank writes its
+// output and exit code to `dir` itself (ChildUnderLauncher below).
+std::vector<RankResult> SpawnUnderLauncher(int world_size, const RunOptions& options,
+                                           int port, const std::string& launcher,
+                                           const std::string& rank_var) {
+  char dir_template[] = "/tmp/syncline-test-XXXXXX";
+  std::string dir = ::mkdtemp(dir_template);
+  std::map<std::string, std::string> env = {
+      {kChildRankFromVar, rank_var},
+      {kChildSizeVar, absl::StrCat(world_size)},
+      {kChildDirVar, dir},
+      {"SYNCLINE_WORLD_SIZE", absl::StrCat(world_size)},
+      {"SYNCLINE_LOCAL_WORLD_SIZE", absl::StrCat(world_size)},
+      {"MASTER_ADDR", "127.0.0.1"},
+      {"MASTER_PORT", absl::StrCat(port)},
+      {"SYNCLINE_STORE_HOSTED", options.host_store ? "1" : "0"},
+  };
+  for (const auto& [k, v] : options.env) env[k] = v;
+  for (const auto& [r, vars] : options.rank_env) {
+    std::string lines;
+    for (const auto& [k, v] : vars) absl::StrAppend(&lines, k, "=", v, "\n");
+    env[absl::StrCat(kChildEnvPrefix, r)] = lines;
+  }
+  const std::string command = absl::StrCat(
+      absl::StrReplaceAll(launcher, {{"{n}", absl::StrCat(world_size)}}), " '", SelfExe(),
+      "' '--gtest_filter=", CurrentTestFilter(), "'");
+  const absl::Time start = absl::Now();
+  const std::string launcher_log = dir + "/launcher.log";
+  const pid_t pid = Spawn({"/bin/sh", "-c", command}, env, launcher_log);
+  int status = 0;
+  bool timed_out = false;
+  while (::waitpid(pid, &status, WNOHANG) != pid) {
+    if (absl::Now() > start + options.timeout) {
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      timed_out = true;
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const std::string said = ReadFile(launcher_log);
+  ::unlink(launcher_log.c_str());
+  std::vector<RankResult> results(world_size);
+  for (int r = 0; r < world_size; ++r) {
+    RankResult& res = results[r];
+    res.rank = r;
+    res.seconds = seconds;
+    res.timed_out = timed_out;
+    const std::string log = absl::StrCat(dir, "/rank", r, ".log");
+    const std::string exit = absl::StrCat(dir, "/rank", r, ".exit");
+    res.output = ReadFile(log);
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(exit)), &res.exit_code)) {
+      // It never returned from the test body: killed, or taken down with
+      // the job by the launcher (which says which in its output).
+      res.exit_code = -1;
+      res.signal = SIGKILL;
+      absl::StrAppend(&res.output, "[rank ", r,
+                      " ended without an exit status; the launcher (`", command, "`) ",
+                      timed_out ? "was killed at the test deadline"
+                                : absl::StrCat("ended with status ", status),
+                      " and said:]\n", said);
+    }
+    ::unlink(log.c_str());
+    ::unlink(exit.c_str());
+  }
+  ::rmdir(dir.c_str());
+  return results;
+}
+
+// In a child started by a launcher: its rank, its environment, and its
+// output into the folder the parent reads.
+int ChildUnderLauncher() {
+  int rank = -1;
+  const char* from = std::getenv(std::getenv(kChildRankFromVar));
+  if (from == nullptr || !absl::SimpleAtoi(from, &rank)) {
+    std::fprintf(stderr, "RunRanks: the launcher did not set %s\n",
+                 std::getenv(kChildRankFromVar));
+    ::_exit(2);
+  }
+  ::setenv("SYNCLINE_RANK", absl::StrCat(rank).c_str(), 1);
+  ::setenv("SYNCLINE_LOCAL_RANK", absl::StrCat(rank).c_str(), 1);
+  if (const char* lines = std::getenv(absl::StrCat(kChildEnvPrefix, rank).c_str())) {
+    for (absl::string_view line : absl::StrSplit(lines, '\n', absl::SkipEmpty())) {
+      const size_t eq = line.find('=');
+      ::setenv(std::string(line.substr(0, eq)).c_str(),
+               std::string(line.substr(eq + 1)).c_str(), 1);
+    }
+  }
+  const std::string log = absl::StrCat(std::getenv(kChildDirVar), "/rank", rank, ".log");
+  const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ::dup2(out, 1);
+  ::dup2(out, 2);
+  ::close(out);
+  return rank;
+}
+
 }  // namespace
 
-bool IsChild() { return std::getenv(kChildRankVar) != nullptr; }
+bool IsChild() {
+  return std::getenv(kChildRankVar) != nullptr || std::getenv(kChildRankFromVar) != nullptr;
+}
 
 std::vector<RankResult> RunRanks(int world_size, const std::function<void(int, int)>& body,
                                  const RunOptions& options) {
   if (IsChild()) {
     int rank = 0, size = 0;
-    (void)absl::SimpleAtoi(std::getenv(kChildRankVar), &rank);
+    const bool launched = std::getenv(kChildRankVar) == nullptr;
+    if (launched) {
+      rank = ChildUnderLauncher();
+    } else {
+      (void)absl::SimpleAtoi(std::getenv(kChildRankVar), &rank);
+    }
     (void)absl::SimpleAtoi(std::getenv(kChildSizeVar), &size);
     body(rank, size);
     bool failed = ::testing::Test::HasFailure();
     std::fflush(stdout);
     std::fflush(stderr);
+    if (launched) {
+      std::ofstream(absl::StrCat(std::getenv(kChildDirVar), "/rank", rank, ".exit"))
+          << (failed ? 1 : 0) << "\n";
+    }
     // Skip static destructors: backend threads may still be winding down.
     ::_exit(failed ? 1 : 0);
+  }
+  const char* launcher = std::getenv(kLauncherVar);
+  if (launcher != nullptr && *launcher != '\0') {
+    const char* rank_var = std::getenv(kLauncherRankVar);
+    EXPECT_TRUE(rank_var != nullptr && *rank_var != '\0')
+        << kLauncherVar << " needs " << kLauncherRankVar << " (e.g. OMPI_COMM_WORLD_RANK)";
+    EXPECT_TRUE(options.host_store) << "ranks under " << kLauncherVar
+                                    << " use a store the test hosts";
+    auto server = TcpStoreServer::Start({.host = "127.0.0.1", .port = 0});
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (!server.ok() || rank_var == nullptr) return {};
+    return SpawnUnderLauncher(world_size, options, (*server)->port(), launcher, rank_var);
   }
   if (options.host_store) {
     auto server = TcpStoreServer::Start({.host = "127.0.0.1", .port = 0});

@@ -10,6 +10,21 @@
 // Every process it or RunCommand() starts gets PR_SET_PDEATHSIG(SIGKILL), so
 // none outlives a test that a ctest timeout kills.
 //
+// Under an external launcher: with SYNCLINE_TEST_LAUNCHER set (a command
+// prefix, "{n}" standing for the world size, e.g. "mpirun -np {n}
+// --oversubscribe") and SYNCLINE_TEST_LAUNCHER_RANK_VAR naming the variable
+// in which the launcher gives each process its rank (e.g.
+// OMPI_COMM_WORLD_RANK, SLURM_PROCID), RunRanks() starts the ranks as one
+// job of that launcher instead of spawning them itself, with the same
+// environment (the store is still the parent's; each rank sets its own
+// SYNCLINE_RANK and RunOptions::rank_env). Each rank writes its output and
+// exit code to a folder the parent reads; a rank that never returns from
+// the body (killed, or taken down with the job) has exit_code -1, signal
+// SIGKILL, and the launcher's own output appended to its output; every
+// rank's `seconds` is the launcher's. This is
+// how a backend whose ranks must be started by its transport's launcher
+// (MPI) runs the shared suites unchanged.
+//
 // Call RunRanks() once per test: a child re-runs the test body from its
 // start, so it would run the first RunRanks() body in any case.
 //

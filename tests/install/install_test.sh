@@ -14,6 +14,11 @@
 #                   `pkg-config --cflags --libs syncline-ddp` alone
 #   doctor          syncline-doctor reports the moved plugin folder, after
 #                   SYNCLINE_PLUGIN_PATH when that is set
+#   mpi             backends/mpi built alone, as a third party would, from its
+#                   folder with find_package(Syncline) (the moved tree) and
+#                   find_package(MPI) only; the downstream program loads it
+#                   with SYNCLINE_BACKEND=mpi on 2 mpirun ranks and checks
+#                   its allreduce
 #   python          the moved syncline_torch module runs 2 ranks over
 #                   init_process_group("syncline") and finds libsyncline and
 #                   the plugins in the moved tree; and the folder it installs
@@ -110,6 +115,35 @@ cmake)
   grep -q "syncline::Communicator::Create" <<< "$exported" ||
     { echo "FAILED: libsyncline.so does not export syncline::Communicator::Create"; exit 1; }
   ;;
+mpi)
+  cmake -S "$src/backends/mpi" -B "$work/mpi" -G Ninja \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" 2>&1 ||
+    { cat "$work/configure.log"; echo "FAILED: configuring backends/mpi alone"; exit 1; }
+  cmake --build "$work/mpi" > "$work/build.log" 2>&1 ||
+    { cat "$work/build.log"; echo "FAILED: building backends/mpi alone"; exit 1; }
+  mpi_plugin="$work/mpi/libsyncline-backend-mpi.so"
+  [ -f "$mpi_plugin" ] || { echo "FAILED: backends/mpi built no $mpi_plugin"; exit 1; }
+  exported=$(nm -D --defined-only "$mpi_plugin" | awk '{print $3}')
+  [ "$exported" = "syncline_backend_plugin_v1" ] ||
+    { echo "FAILED: the mpi backend exports more than its entry point: $exported"; exit 1; }
+  cmake -S "$src/tests/install/downstream" -B "$work/build" -G Ninja \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" ||
+    { cat "$work/configure.log"; echo "FAILED: downstream configure"; exit 1; }
+  cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; echo "FAILED: downstream build"; exit 1; }
+  # Rank 0 hosts the rendezvous store (ranks from OMPI_COMM_WORLD_*) on a
+  # free loopback port; MPI's own traffic stays on shared memory and lo.
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        mpirun --oversubscribe -np 2 --mca btl self,vader --mca oob_tcp_if_include lo \
+          -x SYNCLINE_PLUGIN_PATH="$work/mpi" -x SYNCLINE_BACKEND=mpi \
+          -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" "$work/build/downstream" 2>&1) || {
+    echo "$out"; echo "FAILED: downstream over the standalone mpi backend under mpirun"; exit 1; }
+  echo "$out"
+  for rank in 0 1; do
+    grep -qxF "downstream rank $rank/2 over mpi: OK; plugin search path $work/mpi:$expected_path" \
+      <<< "$out" || { echo "FAILED: rank $rank did not reduce over the standalone mpi backend"; exit 1; }
+  done
+  ;;
 pkg-config)
   compile_with_pkg_config syncline-core "$src/tests/install/downstream/main.cc" "$work/downstream"
   # pkg-config gives no RPATH: the program finds libsyncline as such programs
@@ -171,7 +205,7 @@ print(*{l.split(None, 5)[5].strip() for l in open('/proc/self/maps') if 'libsync
     { echo "FAILED: syncline_torch loaded libsyncline from '$loaded', not the moved tree"; exit 1; }
   ;;
 *)
-  echo "usage: install_test.sh <source dir> <build dir> cmake|pkg-config|pkg-config-ddp|doctor|python"
+  echo "usage: install_test.sh <source dir> <build dir> cmake|pkg-config|pkg-config-ddp|doctor|mpi|python"
   exit 2
   ;;
 esac

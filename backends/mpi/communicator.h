@@ -1,0 +1,62 @@
+// communicator.h: a Syncline communicator over an MPI communicator.
+//
+// Create() joins MPI_COMM_WORLD's ranks: MPI's world rank and size must be
+// the ones Syncline's rendezvous gave (config.rank, config.size), every rank
+// checks in through config.store (so a rank that never comes is named), and
+// the world is duplicated (MPI_Comm_idup, bounded by config.timeout_ms), so
+// each Syncline communicator has MPI traffic of its own. Split() is
+// MPI_Comm_split after a bounded MPI_Ibarrier over the parent. Post() starts
+// the op with MPI's non-blocking call and returns at once.
+//
+// MPI advances ops only inside MPI calls. A thread in request_wait drives
+// them; while none is, the communicator's progress thread tests the oldest
+// pending ops (every 20 us while there are some, every 1 ms otherwise), so
+// that ops posted and not waited on still run, and their deadlines fire.
+// The destructor stops and joins it.
+//
+// Thread safety: as plugin_abi.h: Post and Split from one thread at a time;
+// Abort from any thread.
+#ifndef SYNCLINE_BACKENDS_MPI_COMMUNICATOR_H_
+#define SYNCLINE_BACKENDS_MPI_COMMUNICATOR_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "work.h"
+#include "syncline/plugin_abi.h"
+
+namespace syncline::mpi_backend {
+
+class Communicator {
+ public:
+  static sl_result_t Create(const sl_comm_config_t& config, std::unique_ptr<Communicator>* out,
+                            sl_error_t* err);
+  ~Communicator();
+
+  sl_result_t Post(const sl_op_t& op, std::shared_ptr<Request>* request, sl_error_t* err);
+  sl_result_t Split(int32_t color, int32_t key, const sl_store_t* store, uint64_t id,
+                    std::unique_ptr<Communicator>* child, sl_error_t* err);
+  void Abort();
+
+ private:
+  Communicator(std::shared_ptr<CommState> state, int64_t timeout_ms);
+  // Starts `op` in MPI; MPI's return code.
+  int Start(Request& request, MPI_Request* started);
+  // The progress thread's loop.
+  void Progress();
+
+  const std::shared_ptr<CommState> state_;
+  const int64_t timeout_ms_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // guarded by stop_mu_
+  std::thread progress_;
+};
+
+}  // namespace syncline::mpi_backend
+
+#endif  // SYNCLINE_BACKENDS_MPI_COMMUNICATOR_H_

@@ -1,0 +1,200 @@
+// mpi_job_test.cc: what the mpi backend does where MPI differs from the other
+// backends, each checked on real mpirun ranks (mpi_test_env.cc):
+//   - an op that times out aborts its communicator (MPI cannot cancel a
+//     collective): the op reports the timeout, later ops on that
+//     communicator fail at once saying so, other communicators work on;
+//   - a receive that times out is cancelled instead, and its communicator
+//     stays usable;
+//   - a rank killed mid-op takes the whole job down (mpirun), in time and
+//     with mpirun's message naming the rank and the signal, where the other
+//     backends let the survivors report the dead peer (the shared fault
+//     suite's RankKilledInALargeAllreduceFailsTheOthers);
+//   - device memory and tags above MPI_TAG_UB are refused with a message;
+//   - a Syncline rank that is not MPI's rank is refused with what to do.
+#include <signal.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/multiprocess.h"
+#include "gtest/gtest.h"
+#include "syncline/communicator.h"
+
+namespace syncline::testing {
+namespace {
+
+std::unique_ptr<Communicator> Connect() {
+  CommunicatorOptions options;
+  options.backend = "mpi";
+  options.timeout = absl::Seconds(30);
+  auto comm = Communicator::Create(options);
+  EXPECT_TRUE(comm.ok()) << comm.status();
+  return comm.ok() ? std::move(comm).value() : nullptr;
+}
+
+constexpr char kKeepGoing[] = " --mca orte_abort_on_non_zero_status 0";
+
+absl::Status Allreduce(Communicator& comm, std::vector<float>& data, absl::Duration timeout) {
+  AllreduceOptions options;
+  options.timeout = timeout;
+  auto work = comm.Allreduce(View(data), options);
+  return work.ok() ? (*work)->Wait(timeout + absl::Seconds(60)) : work.status();
+}
+
+TEST(MpiJob, TimedOutCollectiveAbortsItsCommunicatorOnly) {
+  auto results = RunRanks(2, [](int rank, int) {
+    auto comm = Connect();
+    auto sync = Connect();
+    ASSERT_TRUE(comm != nullptr && sync != nullptr);
+    std::vector<float> data(1001, 1.0f);
+    if (rank == 0) {  // rank 1 never joins this allreduce
+      const absl::Time start = absl::Now();
+      const absl::Status timed_out = Allreduce(*comm, data, absl::Seconds(1));
+      EXPECT_EQ(timed_out.code(), absl::StatusCode::kDeadlineExceeded) << timed_out;
+      EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << timed_out;
+      EXPECT_TRUE(absl::StrContains(timed_out.message(), "allreduce #1")) << timed_out;
+      EXPECT_TRUE(absl::StrContains(timed_out.message(), "MPI cannot cancel it"))
+          << timed_out;
+      // Every later op on it fails at once, and says why.
+      const absl::Status later = Allreduce(*comm, data, absl::Seconds(30));
+      EXPECT_EQ(later.code(), absl::StatusCode::kAborted) << later;
+      EXPECT_TRUE(absl::StrContains(later.message(), "aborted after a timeout")) << later;
+      EXPECT_TRUE(absl::StrContains(later.message(), "allreduce #1")) << later;
+    }
+    // The other communicator is untouched.
+    std::vector<float> ones(3, 1.0f);
+    const absl::Status fine = Allreduce(*sync, ones, absl::Seconds(30));
+    EXPECT_TRUE(fine.ok()) << fine;
+    EXPECT_EQ(ones, std::vector<float>(3, 2.0f));
+  });
+  ExpectAllSucceeded(results);
+}
+
+TEST(MpiJob, TimedOutReceiveIsCancelledAndTheCommunicatorWorksOn) {
+  auto results = RunRanks(2, [](int rank, int) {
+    auto comm = Connect();
+    ASSERT_NE(comm, nullptr);
+    if (rank == 0) {  // rank 1 never sends
+      std::vector<int32_t> buffer(16);
+      SendRecvOptions options;
+      options.timeout = absl::Seconds(1);
+      auto recv = comm->Recv(View(buffer), /*peer=*/1, options);
+      ASSERT_TRUE(recv.ok()) << recv.status();
+      const absl::Status status = (*recv)->Wait(absl::Seconds(30));
+      EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "the receive was cancelled")) << status;
+    }
+    std::vector<float> data(5, static_cast<float>(rank + 1));
+    const absl::Status after = Allreduce(*comm, data, absl::Seconds(30));
+    EXPECT_TRUE(after.ok()) << after;
+    EXPECT_EQ(data, std::vector<float>(5, 3.0f));
+  });
+  ExpectAllSucceeded(results);
+}
+
+TEST(MpiJob, KilledRankTakesTheJobDownInTime) {
+  constexpr int kVictim = 1;
+  const absl::Duration op_timeout = absl::Seconds(60);
+  RunOptions run;
+  run.timeout = absl::Seconds(120);
+  // mpirun as a user runs it: without mpi_test_env.cc's
+  // orte_abort_on_non_zero_status=0, a rank's death aborts the job.
+  // (A rank re-runs this test from its start: only the parent edits.)
+  const std::string launcher = std::getenv("SYNCLINE_TEST_LAUNCHER");
+  if (!IsChild()) {
+    ASSERT_NE(launcher.find(kKeepGoing), std::string::npos) << launcher;
+    setenv("SYNCLINE_TEST_LAUNCHER",
+           std::string(launcher).replace(launcher.find(kKeepGoing), strlen(kKeepGoing), "")
+               .c_str(),
+           1);
+  }
+  auto results = RunRanks(
+      3,
+      [&](int rank, int) {
+        auto comm = Connect();
+        ASSERT_NE(comm, nullptr);
+        std::vector<float> data(size_t{16} << 20, 1.0f);  // 64 MiB
+        ASSERT_TRUE(Allreduce(*comm, data, op_timeout).ok());
+        std::printf("rank %d: first allreduce done\n", rank);
+        std::fflush(stdout);
+        if (rank == kVictim) raise(SIGKILL);
+        const absl::Status status = Allreduce(*comm, data, op_timeout);
+        std::printf("rank %d: second allreduce returned %s\n", rank, status.ToString().c_str());
+      },
+      run);
+  setenv("SYNCLINE_TEST_LAUNCHER", launcher.c_str(), 1);
+  ASSERT_EQ(results.size(), 3u);
+  for (const RankResult& r : results) {
+    // Nobody returned from the body: mpirun ended every rank.
+    EXPECT_EQ(r.exit_code, -1) << r.output;
+    EXPECT_TRUE(absl::StrContains(r.output, absl::StrCat("rank ", r.rank,
+                                                         ": first allreduce done")))
+        << r.output;
+    EXPECT_FALSE(absl::StrContains(r.output, "second allreduce returned")) << r.output;
+    EXPECT_FALSE(r.timed_out) << r.output;
+    // Long before the op's own deadline.
+    EXPECT_LT(r.seconds, absl::ToDoubleSeconds(op_timeout)) << r.output;
+    EXPECT_TRUE(absl::StrContains(
+        r.output, absl::StrCat("process rank ", kVictim)))
+        << r.output;
+    EXPECT_TRUE(absl::StrContains(r.output, "signal 9")) << r.output;
+  }
+}
+
+// What MPI cannot do is refused before MPI sees it, and the communicator
+// works on: device memory (the backend moves host memory only), and a tag
+// above MPI_TAG_UB (MPI tags are C ints; the ABI's are 32 unsigned bits).
+TEST(MpiJob, UnsupportedOpsAreRefusedWithAClearMessage) {
+  auto results = RunRanks(2, [](int rank, int) {
+    auto comm = Connect();
+    ASSERT_NE(comm, nullptr);
+    auto outcome = [](absl::StatusOr<std::unique_ptr<Work>> work) {
+      return work.ok() ? (*work)->Wait(absl::Seconds(30)) : work.status();
+    };
+    std::vector<float> data(16, 1.0f);
+    const absl::Status cuda = outcome(
+        comm->Allreduce(View(data.data(), data.size(), DataType::kFloat32, Device::Cuda(0))));
+    // (The core refuses it first, from the backend's capabilities.)
+    EXPECT_FALSE(cuda.ok());
+    EXPECT_TRUE(absl::StrContains(cuda.message(), "mpi")) << cuda;
+    EXPECT_TRUE(absl::StrContains(cuda.message(), "cuda")) << cuda;
+    SendRecvOptions options;
+    options.tag = 0x80000000u;  // OpenMPI's ob1 allows up to 2^31-1
+    const absl::Status tag = outcome(comm->Send(View(data), 1 - rank, options));
+    EXPECT_EQ(tag.code(), absl::StatusCode::kUnimplemented) << tag;
+    EXPECT_TRUE(absl::StrContains(tag.message(), "MPI_TAG_UB")) << tag;
+    std::vector<float> ok(3, 1.0f);
+    ASSERT_TRUE(outcome(comm->Allreduce(View(ok))).ok());
+    EXPECT_EQ(ok, std::vector<float>(3, 2.0f));
+  });
+  ExpectAllSucceeded(results);
+}
+
+TEST(MpiJob, RankOtherThanMpisIsRefusedWithWhatToDo) {
+  RunOptions run;
+  run.rank_env[0] = {{"SYNCLINE_RANK", "1"}};
+  run.rank_env[1] = {{"SYNCLINE_RANK", "0"}};
+  auto results = RunRanks(
+      2,
+      [](int, int) {
+        CommunicatorOptions options;
+        options.backend = "mpi";
+        options.timeout = absl::Seconds(30);
+        auto comm = Communicator::Create(options);
+        ASSERT_FALSE(comm.ok());
+        const std::string message(comm.status().message());
+        EXPECT_TRUE(absl::StrContains(message, "MPI_COMM_WORLD says rank")) << message;
+        EXPECT_TRUE(absl::StrContains(message, "mpirun")) << message;
+      },
+      run);
+  ExpectAllSucceeded(results);
+}
+
+}  // namespace
+}  // namespace syncline::testing

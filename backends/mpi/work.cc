@@ -1,0 +1,247 @@
+#include "work.h"
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "runtime.h"
+#include "syncline/plugin_sdk/reduce.h"
+
+namespace syncline::mpi_backend {
+namespace {
+
+bool IsP2p(const sl_op_t& op) { return op.kind == SL_OP_SEND || op.kind == SL_OP_RECV; }
+
+bool Overlap(const sl_buffer_t& a, const sl_buffer_t& b) {
+  const auto* a0 = static_cast<const unsigned char*>(a.data);
+  const auto* b0 = static_cast<const unsigned char*>(b.data);
+  if (a0 == nullptr || b0 == nullptr) return false;
+  const unsigned char* a1 = a0 + a.count * sl_dtype_size(a.dtype);
+  const unsigned char* b1 = b0 + b.count * sl_dtype_size(b.dtype);
+  return a0 < b1 && b0 < a1;
+}
+
+}  // namespace
+
+void CommState::Abort(const std::string& message, const Request* except) {
+  std::deque<std::shared_ptr<Request>> failing;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!aborted.load()) {
+      abort_message = message;
+      aborted.store(true);
+    }
+    failing.swap(pending);
+    last_collective.reset();
+    // The op that failed (timed out, or its peer left) is still in MPI too.
+    if (except != nullptr) ops_left_in_mpi = true;
+    for (const auto& request : failing) {
+      if (!request->done()) ops_left_in_mpi = true;
+    }
+    if (ops_left_in_mpi) SkipFinalizeAtExit();
+  }
+  for (const auto& request : failing) {
+    if (request.get() != except) request->Complete(SL_ERR_ABORTED, message);
+  }
+}
+
+std::string CommState::RanksThatLeft() {
+  std::lock_guard<std::mutex> lock(mu);
+  if (store == nullptr) return "";
+  sl_error_t ignored;
+  int64_t left = 0;
+  if (store->add(store->ctx, "mpi/left", 0, &left, &ignored) != SL_OK || left == 0) return "";
+  std::string ranks;
+  for (int r = 0; r < size; ++r) {
+    const std::string key = "mpi/left/" + std::to_string(r);
+    void* value = nullptr;
+    size_t len = 0;
+    if (store->get(store->ctx, key.c_str(), 1, &value, &len, &ignored) == SL_OK) {
+      store->free_value(store->ctx, value);
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    }
+  }
+  return ranks.empty() ? "?" : ranks;
+}
+
+void CommState::Leave() {
+  std::lock_guard<std::mutex> lock(mu);
+  if (store == nullptr) return;
+  sl_error_t ignored;
+  const std::string key = "mpi/left/" + std::to_string(rank);
+  const char one = 1;
+  store->set(store->ctx, key.c_str(), &one, 1, &ignored);
+  int64_t left = 0;
+  store->add(store->ctx, "mpi/left", 1, &left, &ignored);
+  store = nullptr;
+}
+
+Request::Request(const sl_op_t& op, std::shared_ptr<CommState> comm,
+                 std::shared_ptr<Request> prev)
+    : op_(op), comm_(std::move(comm)), clock_(op.timeout_ms), prev_(std::move(prev)) {
+  // Sends and receives need no turn; a collective waits for the one before.
+  if (IsP2p(op_) || prev_ == nullptr || prev_->done()) {
+    clock_.Start(Clock::now());
+    prev_.reset();
+  }
+}
+
+std::string Request::Describe() const {
+  return "mpi " + backend::SlDescribeOp(op_) + " on rank " + std::to_string(comm_->rank) +
+         " of " + std::to_string(comm_->size);
+}
+
+const void* Request::SendData() {
+  const bool copy = (op_.kind == SL_OP_REDUCE_SCATTER || op_.kind == SL_OP_ALLTOALL ||
+                     op_.kind == SL_OP_ALLGATHER) &&
+                    Overlap(op_.send, op_.recv);
+  if (!copy) return op_.send.data;
+  const size_t bytes = op_.send.count * sl_dtype_size(op_.send.dtype);
+  send_copy_.assign(static_cast<const unsigned char*>(op_.send.data),
+                    static_cast<const unsigned char*>(op_.send.data) + bytes);
+  return send_copy_.data();
+}
+
+void Request::Started(MPI_Request request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  request_ = request;
+}
+
+void Request::Finish(const MPI_Status& status) const {
+  prev_.reset();
+  if (op_.kind == SL_OP_RECV) {
+    int cancelled = 0;
+    MPI_Test_cancelled(&status, &cancelled);
+    if (cancelled) {
+      outcome_.Complete(SL_ERR_TIMEOUT,
+                        Describe() + ": timed out after " + clock_.Running() +
+                            " with no matching send (the receive was cancelled; the "
+                            "communicator stays usable)");
+      return;
+    }
+    int received = 0;
+    MPI_Get_count(&status, MpiType(op_.recv.dtype), &received);
+    if (static_cast<size_t>(received) != op_.recv.count) {
+      outcome_.Complete(SL_ERR_MISMATCH,
+                        Describe() + ": the matching send carried " + std::to_string(received) +
+                            " elements, not " + std::to_string(op_.recv.count) +
+                            " (post sends and receives of the same count)");
+      return;
+    }
+  }
+  if (op_.redop == SL_AVG) {
+    const bool here = op_.kind == SL_OP_ALLREDUCE || op_.kind == SL_OP_REDUCE_SCATTER ||
+                      (op_.kind == SL_OP_REDUCE && op_.root == comm_->rank);
+    if (here) backend::SlDivideBy(op_.recv.data, op_.recv.count, op_.recv.dtype, comm_->size);
+  }
+  outcome_.Complete(SL_OK, "");
+}
+
+void Request::TimeOut() const {
+  if (op_.kind == SL_OP_RECV && request_ != MPI_REQUEST_NULL) {
+    // A receive can be cancelled: its buffer is ours again once MPI says so.
+    MpiLock lock;
+    MPI_Cancel(&request_);
+    MPI_Status status;
+    MPI_Wait(&request_, &status);
+    Finish(status);
+    return;
+  }
+  const std::string message =
+      Describe() + ": timed out after " + clock_.Running() +
+      ". MPI cannot cancel it, so this communicator is aborted: its later ops fail, MPI "
+      "may still write into this op's buffers, and the job should exit (see the mpi "
+      "backend's README)";
+  outcome_.Complete(SL_ERR_TIMEOUT, message);
+  comm_->Abort("mpi communicator " + std::to_string(comm_->comm_id) +
+                   " aborted after a timeout: " + message,
+               this);
+}
+
+bool Request::Advance(bool check_deadline) const {
+  if (outcome_.done()) return true;
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return outcome_.done();  // another thread is on it
+  if (outcome_.done() || comm_->aborted.load()) return outcome_.done();
+  int finished = 0;
+  MPI_Status status;
+  int rc;
+  {
+    MpiLock mpi;
+    rc = MPI_Test(&request_, &finished, &status);
+  }
+  if (rc != MPI_SUCCESS) {
+    const std::string message = Describe() + ": MPI_Test failed: " + MpiErrorText(rc);
+    outcome_.Complete(SL_ERR_INTERNAL, message);
+    comm_->Abort("mpi communicator aborted: " + message, this);
+    return true;
+  }
+  if (finished) {
+    Finish(status);
+    return true;
+  }
+  if (!check_deadline) return false;
+  const Clock::time_point now = Clock::now();
+  if (!clock_.started() && (prev_ == nullptr || prev_->done())) {
+    clock_.Start(now);
+    prev_.reset();
+  }
+  if (clock_.Expired(now)) {
+    TimeOut();
+    return true;
+  }
+  return PeerGone(now);
+}
+
+bool Request::PeerGone(Clock::time_point now) const {
+  // Only ops that have waited a while look (a store round trip each time).
+  constexpr auto kFirstLook = std::chrono::milliseconds(200);
+  constexpr auto kEvery = std::chrono::milliseconds(250);
+  constexpr auto kGrace = std::chrono::seconds(1);
+  if (now - clock_.started_at() < kFirstLook || now < next_peer_check_) return false;
+  next_peer_check_ = now + kEvery;
+  if (peer_gone_since_ == Clock::time_point()) {
+    if (comm_->RanksThatLeft().empty()) return false;
+    // It may still finish with what the peer sent before it left.
+    peer_gone_since_ = now;
+    return false;
+  }
+  if (now - peer_gone_since_ < kGrace) return false;
+  const std::string message = Describe() + ": rank(s) " + comm_->RanksThatLeft() +
+                              " destroyed the communicator while this op waited on them";
+  outcome_.Complete(SL_ERR_PEER, message);
+  comm_->Abort("mpi communicator " + std::to_string(comm_->comm_id) + " aborted: " + message,
+               this);
+  return true;
+}
+
+sl_result_t Request::Test(int* done, sl_error_t* err) const {
+  Advance();
+  return outcome_.Test(done, err);
+}
+
+sl_result_t Request::Wait(int64_t timeout_ms, sl_error_t* err) const {
+  const Clock::time_point until = backend::SlWaitLimit(timeout_ms);
+  const Clock::time_point start = Clock::now();
+  struct Waiting {
+    explicit Waiting(CommState& c) : comm(c) { comm.waiters.fetch_add(1); }
+    ~Waiting() { comm.waiters.fetch_sub(1); }
+    CommState& comm;
+  } waiting(*comm_);
+  for (uint64_t spins = 0;; ++spins) {
+    // The clock is read every 64th spin only: a spin is one MPI_Test.
+    if (Advance(/*check_deadline=*/(spins & 63) == 0)) return outcome_.Report(err);
+    if ((spins & 63) != 63) continue;
+    const Clock::time_point now = Clock::now();
+    if (now >= until) return backend::SlWaitTimedOut(err, Describe(), timeout_ms);
+    // Long waits are waits on peers: leave the core to them.
+    if (now - start > std::chrono::milliseconds(200)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+}  // namespace syncline::mpi_backend

@@ -1,0 +1,148 @@
+// work.h: one posted op of the MPI backend (the request behind sl_request_t)
+// and the state a communicator shares with its ops.
+//
+// A Request holds the op, its MPI_Request (from MPI_Iallreduce, MPI_Ibcast,
+// ...), its OpClock and its OpOutcome (the plugin SDK's completion). MPI
+// finishes a non-blocking op only when someone calls into it, so the
+// threads that ask about the op drive it: request_test and request_wait call
+// MPI_Test on it, which also advances every other pending op of the process.
+// Whoever sees the op's deadline pass reports SL_ERR_TIMEOUT and aborts the
+// communicator (MPI cannot cancel a collective; README.md); a receive is
+// cancelled instead (MPI_Cancel), and its communicator stays usable.
+//
+// A Request is shared by the caller's handle and the communicator's pending
+// list, so request_free while the op runs frees nothing MPI still uses; it
+// may also outlive its communicator (CommState, shared, outlives both).
+//
+// Thread safety: every method may be called from any thread. One MPI_Test
+// runs at a time per request (MPI forbids two threads completing the same
+// request).
+#ifndef SYNCLINE_BACKENDS_MPI_WORK_H_
+#define SYNCLINE_BACKENDS_MPI_WORK_H_
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "syncline/plugin_abi.h"
+#include "syncline/plugin_sdk/completion.h"
+#include "syncline/plugin_sdk/op_clock.h"
+
+namespace syncline::mpi_backend {
+
+class Request;
+using Clock = std::chrono::steady_clock;
+
+// What a communicator shares with its ops: the MPI communicator, who we are,
+// and whether it was aborted (and why).
+struct CommState {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 1;
+  uint64_t comm_id = 0;
+
+  std::mutex mu;
+  // Set once; later posts fail with abort_message.
+  std::atomic<bool> aborted{false};
+  std::string abort_message ABSL_GUARDED_BY(mu);
+  // Ops posted and not known to be done, oldest first.
+  std::deque<std::shared_ptr<Request>> pending ABSL_GUARDED_BY(mu);
+  // The latest collective: the next one's deadline starts when it is done.
+  std::shared_ptr<Request> last_collective ABSL_GUARDED_BY(mu);
+  // True once some op was left to MPI unfinished (timed out or aborted):
+  // the MPI communicator can then never be freed.
+  bool ops_left_in_mpi ABSL_GUARDED_BY(mu) = false;
+  // The communicator's store while it lives (null after destruction): a
+  // rank that destroys its communicator says so there ("mpi/left"), so that
+  // a peer still waiting on it fails with SL_ERR_PEER instead of waiting
+  // for its deadline (MPI itself does not notice a peer that left).
+  const sl_store_t* store ABSL_GUARDED_BY(mu) = nullptr;
+
+  // Threads inside request_wait on this communicator's ops: while there is
+  // one, it drives MPI and the progress thread stays out of its way.
+  std::atomic<int> waiters{0};
+
+  // Ranks that destroyed the communicator, "" if none (or no store).
+  std::string RanksThatLeft();
+  // Says in the store that this rank left (the destructor).
+  void Leave();
+
+  // Fails every pending op with SL_ERR_ABORTED and `message`, and every
+  // later post; the first call's message wins. `except` (the op that timed
+  // out) is left to its own outcome.
+  void Abort(const std::string& message, const Request* except = nullptr);
+};
+
+class Request {
+ public:
+  // `op` is copied (its buffers are views the caller keeps alive). `prev`:
+  // the collective posted before this one on the communicator (its end is
+  // when this one's deadline starts), or null.
+  Request(const sl_op_t& op, std::shared_ptr<CommState> comm, std::shared_ptr<Request> prev);
+
+  const sl_op_t& op() const { return op_; }
+  // "mpi allreduce #5 (f32 x 1001, sum) on rank 0 of 3", for messages.
+  std::string Describe() const;
+
+  // Where the op's data goes into MPI: the send buffer, or a private copy
+  // of it when it overlaps the receive buffer in a way MPI does not allow.
+  const void* SendData();
+
+  // Hands the started MPI request over (Post, after the MPI call).
+  void Started(MPI_Request request);
+
+  bool Complete(sl_result_t code, std::string message) {
+    return outcome_.Complete(code, std::move(message));
+  }
+  bool done() const { return outcome_.done(); }
+
+  // request_test / request_wait (plugin_abi.h).
+  sl_result_t Test(int* done, sl_error_t* err) const;
+  sl_result_t Wait(int64_t timeout_ms, sl_error_t* err) const;
+
+  // One step: MPI_Test the op, finish it if MPI has, and (with
+  // `check_deadline`) enforce its deadline and notice a peer that left.
+  // True once the outcome is in. Returns at once if another thread is
+  // testing it.
+  bool Advance(bool check_deadline = true) const;
+
+ private:
+  // Called with mu_ held once MPI finished the op: AVG's division, then the
+  // outcome.
+  void Finish(const MPI_Status& status) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The deadline passed: cancel a receive, abort the communicator otherwise.
+  void TimeOut() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True (and the op failed with SL_ERR_PEER) when a peer left the
+  // communicator and the op has not finished within a grace period since.
+  bool PeerGone(Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const sl_op_t op_;
+  const std::shared_ptr<CommState> comm_;
+  mutable backend::OpClock clock_;
+  mutable backend::OpOutcome outcome_;
+  mutable std::mutex mu_;
+  mutable MPI_Request request_ ABSL_GUARDED_BY(mu_) = MPI_REQUEST_NULL;
+  mutable std::shared_ptr<Request> prev_ ABSL_GUARDED_BY(mu_);
+  // Waits on peers: when a peer was last looked for in the store, and when
+  // one was first seen gone (the op gets a grace period to finish).
+  mutable Clock::time_point next_peer_check_ ABSL_GUARDED_BY(mu_);
+  mutable Clock::time_point peer_gone_since_ ABSL_GUARDED_BY(mu_);
+  std::vector<unsigned char> send_copy_;
+};
+
+}  // namespace syncline::mpi_backend
+
+// The opaque handle of the C ABI: one per request_* caller.
+struct sl_request {
+  std::shared_ptr<syncline::mpi_backend::Request> request;
+};
+
+#endif  // SYNCLINE_BACKENDS_MPI_WORK_H_
