@@ -17,10 +17,9 @@ std::string DestroyedBeforeFinishing(const std::string& context, const char* det
 }  // namespace
 
 PluginWork::PluginWork(std::shared_ptr<BackendComm> backend, sl_request_t* request,
-                       uint64_t seq, std::string context,
-                       std::shared_ptr<FlightRecorder> recorder)
-    : backend_(std::move(backend)), table_(backend_->table()), request_(request), seq_(seq),
-      context_(std::move(context)), recorder_(std::move(recorder)) {
+                       const OpLabel& label, std::shared_ptr<FlightRecorder> recorder)
+    : backend_(std::move(backend)), table_(backend_->table()), request_(request),
+      seq_(label.seq), label_(label), recorder_(std::move(recorder)) {
   backend_->Track(request_);
 }
 
@@ -35,10 +34,10 @@ absl::Status PluginWork::Finish(sl_result_t result, const sl_error_t& err) {
   if (result == SL_OK) {
     final_ = absl::OkStatus();
   } else {
-    std::string message = absl::StrCat(context_, " failed: ", err.message);
+    std::string message = absl::StrCat(Describe(), " failed: ", err.message);
     // Destroying a Communicator aborts its running ops (backend_comm.h).
     const bool destroyed = result == SL_ERR_ABORTED && backend_->closed_with_running_ops();
-    if (destroyed) message = DestroyedBeforeFinishing(context_, err.message);
+    if (destroyed) message = DestroyedBeforeFinishing(Describe(), err.message);
     const bool fatal = result != SL_ERR_INVALID_ARGUMENT && result != SL_ERR_UNSUPPORTED &&
                        !destroyed;
     if (fatal && recorder_) {
@@ -79,7 +78,7 @@ absl::Status PluginWork::Wait(absl::Duration timeout) {
     sl_result_t tr = table_->request_test(request_, &done, &test_err);
     if (!done) {
       return absl::DeadlineExceededError(absl::StrCat(
-          context_, " is still running after waiting ", absl::FormatDuration(timeout)));
+          Describe(), " is still running after waiting ", absl::FormatDuration(timeout)));
     }
     return Finish(tr, test_err);
   }
@@ -98,7 +97,7 @@ absl::Status PluginWork::WaitStream(void* stream) {
   const sl_result_t tr = table_->request_test(request_, &done, &test_err);
   if (done) return Finish(tr, test_err);
   return absl::Status(ToStatusCode(r),
-                      absl::StrCat(context_, ": could not make the stream wait for it: ",
+                      absl::StrCat(Describe(), ": could not make the stream wait for it: ",
                                    err.message));
 }
 
@@ -112,7 +111,7 @@ bool PluginWork::Test() {
 }
 
 absl::Status PluginWork::status() {
-  if (!Test()) return StillRunningError(context_);
+  if (!Test()) return StillRunningError(Describe());
   return final_;
 }
 
