@@ -1,5 +1,6 @@
 #include "backends/ucx/schedule.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -58,14 +59,13 @@ void ScheduleBuilder::Divide(void* data, size_t count) {
 Schedule ScheduleBuilder::Finish() {
   // Rounds that ended up empty on this rank (a tree level it sits out) cost
   // nothing to keep, but dropping them keeps the executor's loop short.
-  std::vector<Round> kept;
-  kept.reserve(schedule_.rounds.size());
-  for (Round& round : schedule_.rounds) {
-    if (!round.transfers.empty() || !round.actions.empty()) {
-      kept.push_back(std::move(round));
-    }
-  }
-  schedule_.rounds = std::move(kept);
+  // Compacted in place: no second vector per op.
+  std::vector<Round>& rounds = schedule_.rounds;
+  rounds.erase(std::remove_if(rounds.begin(), rounds.end(),
+                              [](const Round& round) {
+                                return round.transfers.empty() && round.actions.empty();
+                              }),
+               rounds.end());
   return std::move(schedule_);
 }
 

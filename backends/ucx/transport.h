@@ -173,7 +173,9 @@ class Transport {
  private:
   Transport(int rank, int size, const Options& options, const sl_store_t* store);
   // Everything below runs with driver_mu_ held.
-  bool DriveOnce() ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+  // One pass; `now`, when given, receives the time the pass read (one
+  // clock read per pass serves the pass and its caller's loop).
+  bool DriveOnce(Clock::time_point* now = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
   void BlockOnWorker(Clock::time_point until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
   template <typename Done>
   void DriveUntil(Done done, Clock::time_point until)
