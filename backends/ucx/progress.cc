@@ -66,7 +66,7 @@ bool Transport::DriveOnce(Clock::time_point* now_out) {
   bool did = false;
   for (int i = 0; i < 64 && ucp_worker_progress(worker_.get()) != 0; ++i) did = true;
   const auto now = Clock::now();
-  if (unfinished_.load(std::memory_order_relaxed) > 0) CheckPeers(false);
+  if (unfinished_.load(std::memory_order_relaxed) > 0) CheckPeers(false, now);
   for (Communicator* comm : comms_) comm->Advance(now);
   if (!zombies_.empty()) {
     zombies_.erase(std::remove_if(zombies_.begin(), zombies_.end(),
