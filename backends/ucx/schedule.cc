@@ -31,14 +31,25 @@ Round& ScheduleBuilder::Current() {
   return schedule_.rounds.back();
 }
 
+namespace {
+
+// Most rounds hold a send and a receive: room for both at once saves the
+// vector's regrowth (one allocation per round and op).
+std::vector<Transfer>& Transfers(Round& round) {
+  if (round.transfers.capacity() == 0) round.transfers.reserve(2);
+  return round.transfers;
+}
+
+}  // namespace
+
 void ScheduleBuilder::Send(int peer, const void* data, size_t bytes, uint32_t step) {
   if (bytes == 0) return;
-  Current().transfers.push_back({true, peer, const_cast<void*>(data), bytes, step});
+  Transfers(Current()).push_back({true, peer, const_cast<void*>(data), bytes, step});
 }
 
 void ScheduleBuilder::Recv(int peer, void* data, size_t bytes, uint32_t step) {
   if (bytes == 0) return;
-  Current().transfers.push_back({false, peer, data, bytes, step});
+  Transfers(Current()).push_back({false, peer, data, bytes, step});
 }
 
 void ScheduleBuilder::Copy(void* dst, const void* src, size_t bytes) {
