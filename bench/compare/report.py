@@ -52,19 +52,24 @@ ALL = SYNCLINE + REFERENCES
 SAMPLE_FIELDS = ["round", "system", "op", "ranks", "bytes", "count", "time_us", "busbw", "wrong"]
 
 
-def gather_samples(raw_dir):
-    """Every row of every round (--raw/round-N/*.json) as a sample."""
-    samples = []
-    for path in sorted(glob.glob(os.path.join(raw_dir, "round-*", "*.json"))):
-        round_name = os.path.basename(os.path.dirname(path))
+def round_docs(raw_dir, name="*"):
+    """(round number, parsed JSON) of each --raw/round-N/<name>.json that reads."""
+    for path in sorted(glob.glob(os.path.join(raw_dir, "round-*", name + ".json"))):
         try:
             with open(path) as f:
                 doc = json.load(f)
         except (OSError, ValueError) as e:
             print("report: skipping %s: %s" % (path, e), file=sys.stderr)
             continue
+        yield int(os.path.basename(os.path.dirname(path)).split("-", 1)[1]), doc
+
+
+def gather_samples(raw_dir):
+    """Every row of every round (--raw/round-N/*.json) as a sample."""
+    samples = []
+    for rnd, doc in round_docs(raw_dir):
         for r in doc.get("rows", []):
-            samples.append({"round": int(round_name.split("-", 1)[1]), "system": r["system"],
+            samples.append({"round": rnd, "system": r["system"],
                             "op": r["op"], "ranks": r["ranks"], "bytes": r["bytes"],
                             "count": r.get("count", 0), "time_us": r["time_us"],
                             "busbw": r.get("busbw", 0.0), "wrong": r.get("wrong", 0)})
@@ -343,16 +348,9 @@ def ddp_rounds(raw_dir):
     from the rounds' DDP step JSONs (run.sh runs the DDP step once per round)."""
     found = {}
     for name, _ in DDP_ROUND_SYSTEMS:
-        for path in sorted(glob.glob(os.path.join(raw_dir, "round-*", name + ".json"))):
-            try:
-                with open(path) as f:
-                    doc = json.load(f)
-            except (OSError, ValueError) as e:
-                print("report: skipping %s: %s" % (path, e), file=sys.stderr)
-                continue
+        for rnd, doc in round_docs(raw_dir, name):
             if not doc.get("ratio"):
                 continue
-            rnd = int(os.path.basename(os.path.dirname(path)).split("-", 1)[1])
             found.setdefault(name, {})[rnd] = {"ratio": float(doc["ratio"]),
                                                "floor": doc.get("floor")}
     return found
