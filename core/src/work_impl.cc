@@ -19,12 +19,11 @@ std::string DestroyedBeforeFinishing(const std::string& context, const char* det
 PluginWork::PluginWork(std::shared_ptr<BackendComm> backend, sl_request_t* request,
                        const OpLabel& label, std::shared_ptr<FlightRecorder> recorder)
     : backend_(std::move(backend)), table_(backend_->table()), request_(request),
-      seq_(label.seq), label_(label), recorder_(std::move(recorder)) {
-  backend_->Track(request_);
-}
+      slot_(backend_->Track(request_)), seq_(label.seq), label_(label),
+      recorder_(std::move(recorder)) {}
 
 PluginWork::~PluginWork() {
-  backend_->Untrack(request_);
+  backend_->Untrack(slot_);
   table_->request_free(request_);
   // backend_ goes after the request: the last holder destroys the communicator.
 }

@@ -39,6 +39,7 @@ class PluginWork final : public Work {
   const std::shared_ptr<BackendComm> backend_;
   const sl_backend_v1_t* const table_;
   sl_request_t* request_;
+  const size_t slot_;  // in backend_'s tracked requests
   const uint64_t seq_;
   const OpLabel label_;
   const std::shared_ptr<FlightRecorder> recorder_;  // keeps label_.where alive
