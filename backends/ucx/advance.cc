@@ -124,7 +124,9 @@ void Communicator::AdvanceCollectives(Clock::time_point now) {
       return;
     }
     // Only the front one runs: its timeout counts from when it got here.
-    op.request().clock().Start(now);
+    // (A plain load first: the start is set once, and a compare-exchange
+    // on every driver pass would be a locked instruction per pass.)
+    if (!op.request().clock().started()) op.request().clock().Start(now);
     if (!op.Advance(wire_)) {
       if (now < op.request().deadline()) return;
       const std::string waiting = op.Waiting();

@@ -26,8 +26,13 @@ void Operation::PostRound(const Wire& wire) {
   const Round& round = schedule_.rounds[round_];
   flights_.assign(round.transfers.size(), InFlight{this, nullptr, nullptr, true, false});
   round_started_ = true;
-  for (size_t i = 0; i < round.transfers.size() && code_ == SL_OK; ++i) {
+  // Receives first, then sends: a message from a peer then finds its
+  // receive posted (matched in place, not held as unexpected), and the
+  // peer's rendezvous request is answered at once.
+  for (size_t k = 0; k < 2 * round.transfers.size() && code_ == SL_OK; ++k) {
+    const size_t i = k % round.transfers.size();
     const Transfer& t = round.transfers[i];
+    if (t.send != (k >= round.transfers.size())) continue;
     InFlight& flight = flights_[i];
     flight.transfer = &t;
     ucp_request_param_t param{};

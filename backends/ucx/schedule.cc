@@ -1,5 +1,6 @@
 #include "backends/ucx/schedule.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -30,14 +31,25 @@ Round& ScheduleBuilder::Current() {
   return schedule_.rounds.back();
 }
 
+namespace {
+
+// Most rounds hold a send and a receive: room for both at once saves the
+// vector's regrowth (one allocation per round and op).
+std::vector<Transfer>& Transfers(Round& round) {
+  if (round.transfers.capacity() == 0) round.transfers.reserve(2);
+  return round.transfers;
+}
+
+}  // namespace
+
 void ScheduleBuilder::Send(int peer, const void* data, size_t bytes, uint32_t step) {
   if (bytes == 0) return;
-  Current().transfers.push_back({true, peer, const_cast<void*>(data), bytes, step});
+  Transfers(Current()).push_back({true, peer, const_cast<void*>(data), bytes, step});
 }
 
 void ScheduleBuilder::Recv(int peer, void* data, size_t bytes, uint32_t step) {
   if (bytes == 0) return;
-  Current().transfers.push_back({false, peer, data, bytes, step});
+  Transfers(Current()).push_back({false, peer, data, bytes, step});
 }
 
 void ScheduleBuilder::Copy(void* dst, const void* src, size_t bytes) {
@@ -58,14 +70,13 @@ void ScheduleBuilder::Divide(void* data, size_t count) {
 Schedule ScheduleBuilder::Finish() {
   // Rounds that ended up empty on this rank (a tree level it sits out) cost
   // nothing to keep, but dropping them keeps the executor's loop short.
-  std::vector<Round> kept;
-  kept.reserve(schedule_.rounds.size());
-  for (Round& round : schedule_.rounds) {
-    if (!round.transfers.empty() || !round.actions.empty()) {
-      kept.push_back(std::move(round));
-    }
-  }
-  schedule_.rounds = std::move(kept);
+  // Compacted in place: no second vector per op.
+  std::vector<Round>& rounds = schedule_.rounds;
+  rounds.erase(std::remove_if(rounds.begin(), rounds.end(),
+                              [](const Round& round) {
+                                return round.transfers.empty() && round.actions.empty();
+                              }),
+               rounds.end());
   return std::move(schedule_);
 }
 

@@ -3,7 +3,7 @@
 //
 // Every algorithm in algorithms/ builds a Schedule when the op is posted; an
 // Operation (operation.h) then executes it without blocking. Round r posts
-// all of its sends and receives at once; when they have all completed, its
+// all of its receives, then its sends, at once; when they have all completed, its
 // actions (copies, reductions, the final AVG division) run, then round r+1
 // starts. Keeping algorithms as plain data is what lets Wait/Test, the
 // background progress thread and abort all drive or stop any op at any

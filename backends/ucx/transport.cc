@@ -205,8 +205,7 @@ void Transport::MarkDead(int trank, const std::string& why) {
   for (Communicator* comm : comms_) comm->PeerDied(trank, why);
 }
 
-void Transport::CheckPeers(bool force) {
-  const auto now = Clock::now();
+void Transport::CheckPeers(bool force, Clock::time_point now) {
   if (!force && now - last_peer_check_ < kPeerCheckInterval) return;
   last_peer_check_ = now;
   for (int r = 0; r < size_; ++r) {

@@ -147,7 +147,9 @@ class Transport {
   // bounded by `deadline`.
   void Flush(Clock::time_point deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
   // Looks at same-host peers' pidfds (at most every 10 ms unless `force`).
-  void CheckPeers(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+  // `now`: the caller's clock reading, if it has one (a driver pass does).
+  void CheckPeers(bool force, Clock::time_point now = Clock::now())
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
   void CountFinished() { unfinished_.fetch_sub(1, std::memory_order_relaxed); }
 
   // Split serializes on this (communicator.cc): the tag-space counter must
@@ -173,7 +175,9 @@ class Transport {
  private:
   Transport(int rank, int size, const Options& options, const sl_store_t* store);
   // Everything below runs with driver_mu_ held.
-  bool DriveOnce() ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+  // One pass; `now`, when given, receives the time the pass read (one
+  // clock read per pass serves the pass and its caller's loop).
+  bool DriveOnce(Clock::time_point* now = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
   void BlockOnWorker(Clock::time_point until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
   template <typename Done>
   void DriveUntil(Done done, Clock::time_point until)

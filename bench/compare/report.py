@@ -8,7 +8,8 @@ torch_gloo.py); each row is one sample. This script gathers them into
 --raw/samples.csv (round,system,op,ranks,bytes,count,time_us,busbw,wrong) or
 reads such a CSV given with --samples, reads the load probes (--load,
 machine_load.py's CSV), the header lines that run.sh wrote (machine, date,
-versions), the DDP results (ddp_pytorch.json, ddp_step.txt, ddp_step_ucx.txt)
+versions), the DDP results (round-N/ddp_{gloo,ucx,pytorch}.json; older runs:
+ddp_pytorch.json, ddp_step.txt, ddp_step_ucx.txt)
 and the standalone check (--raw/standalone.json), and writes:
   --md     the markdown report: the machine's load and whether it was quiet;
            per op, busbw of every system by size as median (min-max over the
@@ -51,19 +52,24 @@ ALL = SYNCLINE + REFERENCES
 SAMPLE_FIELDS = ["round", "system", "op", "ranks", "bytes", "count", "time_us", "busbw", "wrong"]
 
 
-def gather_samples(raw_dir):
-    """Every row of every round (--raw/round-N/*.json) as a sample."""
-    samples = []
-    for path in sorted(glob.glob(os.path.join(raw_dir, "round-*", "*.json"))):
-        round_name = os.path.basename(os.path.dirname(path))
+def round_docs(raw_dir, name="*"):
+    """(round number, parsed JSON) of each --raw/round-N/<name>.json that reads."""
+    for path in sorted(glob.glob(os.path.join(raw_dir, "round-*", name + ".json"))):
         try:
             with open(path) as f:
                 doc = json.load(f)
         except (OSError, ValueError) as e:
             print("report: skipping %s: %s" % (path, e), file=sys.stderr)
             continue
+        yield int(os.path.basename(os.path.dirname(path)).split("-", 1)[1]), doc
+
+
+def gather_samples(raw_dir):
+    """Every row of every round (--raw/round-N/*.json) as a sample."""
+    samples = []
+    for rnd, doc in round_docs(raw_dir):
         for r in doc.get("rows", []):
-            samples.append({"round": int(round_name.split("-", 1)[1]), "system": r["system"],
+            samples.append({"round": rnd, "system": r["system"],
                             "op": r["op"], "ranks": r["ranks"], "bytes": r["bytes"],
                             "count": r.get("count", 0), "time_us": r["time_us"],
                             "busbw": r.get("busbw", 0.0), "wrong": r.get("wrong", 0)})
@@ -331,7 +337,78 @@ def ddp_figures(path):
             float(floor.group(1)) if floor else None)
 
 
+# The DDP step systems of run.sh's rounds: round-N/<name>.json each.
+DDP_ROUND_SYSTEMS = [("ddp_gloo", "Syncline DDP (gloo), ddp_step"),
+                     ("ddp_ucx", "Syncline DDP (ucx), ddp_step"),
+                     ("ddp_pytorch", "PyTorch DDP (gloo), ddp_pytorch.py")]
+
+
+def ddp_rounds(raw_dir):
+    """{name: {round: {"ratio": step/single, "floor": floor/single or None}}}
+    from the rounds' DDP step JSONs (run.sh runs the DDP step once per round)."""
+    found = {}
+    for name, _ in DDP_ROUND_SYSTEMS:
+        for rnd, doc in round_docs(raw_dir, name):
+            if not doc.get("ratio"):
+                continue
+            found.setdefault(name, {})[rnd] = {"ratio": float(doc["ratio"]),
+                                               "floor": doc.get("floor")}
+    return found
+
+
+def time_ratio(a, b):
+    """a / b of two step-time summaries (lower is better): median ratio with
+    the worst-pairing bounds and a verdict for a (faster, slower, level)."""
+    r = spread.ratio(a, b)
+    if r is None:
+        return "n/a"
+    text = "%s (%s-%s)" % (fmt(r["ratio"]), fmt(r["low"]), fmt(r["high"]))
+    if r["n"] < 2:
+        return text + " unknown (1 round)"
+    return text + (" faster" if r["high"] < 1 else " slower" if r["low"] > 1 else " level")
+
+
+def ddp_rounds_section(found):
+    rounds = max(len(v) for v in found.values())
+    lines = []
+    summaries = {}
+    for name, label in DDP_ROUND_SYSTEMS:
+        per_round = found.get(name, {})
+        if not per_round:
+            lines.append([label, "n/a", "n/a", "n/a"])
+            continue
+        ratio = spread.summarize([v["ratio"] for v in per_round.values()])
+        floors = [v["floor"] for v in per_round.values() if v["floor"]]
+        over = [v["ratio"] / v["floor"] for v in per_round.values() if v["floor"]]
+        summaries[name] = ratio
+        lines.append([label, fmt_point(ratio, rounds),
+                      fmt_point(spread.summarize(floors), rounds) if floors else "n/a",
+                      fmt_point(spread.summarize(over), rounds) if over else "n/a"])
+    text = ["### DDP step (MLP 12.6M params, batch 32/rank, 2 ranks, 1 thread each)", "",
+            "Each system once per round, in the rounds above: median (min-max) over the "
+            "rounds.", "",
+            table(["system", "step with DDP / single process",
+                   "floor: (2 ranks without communication + bare allreduce) / single",
+                   "DDP / its floor (per round)"], lines), ""]
+    torch = summaries.get("ddp_pytorch")
+    for name, label in DDP_ROUND_SYSTEMS[:2]:
+        if name in summaries and torch:
+            text.append("- %s / PyTorch DDP step time: %s (<1: Syncline is faster)"
+                        % (label.split(",")[0], time_ratio(summaries[name], torch)))
+    mine, theirs = found.get("ddp_gloo", {}), found.get("ddp_pytorch", {})
+    both = sorted(set(mine) & set(theirs))
+    if both:
+        wins = sum(1 for r in both if mine[r]["ratio"] <= theirs[r]["ratio"])
+        text.append("- Syncline DDP over Gloo no slower than PyTorch's in %d of %d rounds"
+                    % (wins, len(both)))
+    return "\n".join(text) + "\n"
+
+
 def ddp_section(raw_dir):
+    found = ddp_rounds(raw_dir)
+    if found:
+        return ddp_rounds_section(found)
+    # An older raw folder: the DDP step ran once, after the rounds.
     mine, mine_floor = ddp_figures(os.path.join(raw_dir, "ddp_step.txt"))
     ucx, ucx_floor = ddp_figures(os.path.join(raw_dir, "ddp_step_ucx.txt"))
     torch_ratio = None

@@ -9,6 +9,7 @@ by hand below, not by the code under test. Registered with ctest (label
 bench): `ctest -L bench`.
 """
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -176,6 +177,38 @@ class ReportTest(unittest.TestCase):
         result, text, _, _ = self.run_report(QUIET, wrong_at=("mpi-shm", "allgather", M4, 2))
         self.assertEqual(result.returncode, 1)
         self.assertIn("WRONG RESULTS at [('mpi-shm', 'allgather', 4194304)]", text)
+
+    def test_ddp_step_rounds(self):
+        # run.sh runs the DDP step once per round: round-N/ddp_<system>.json.
+        ddp = {"ddp_gloo": [(2.4, 1.4), (2.2, 1.4), (2.6, 1.5)],
+               "ddp_ucx": [(1.6, 1.4), (1.5, 1.5), (1.7, 1.5)],
+               "ddp_pytorch": [(2.5, None), (2.3, None), (2.4, None)]}
+        for name, rounds in ddp.items():
+            for i, (ratio, floor) in enumerate(rounds):
+                folder = os.path.join(self.dir, "round-%d" % (i + 1))
+                os.makedirs(folder, exist_ok=True)
+                doc = {"ratio": ratio} if floor is None else {"ratio": ratio, "floor": floor}
+                with open(os.path.join(folder, name + ".json"), "w") as f:
+                    json.dump(doc, f)
+        result, text, _, _ = self.run_report(QUIET)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        # Worked by hand: medians (min-max) over the 3 rounds; DDP / floor per
+        # round: gloo 2.4/1.4 = 1.714, 2.2/1.4 = 1.571, 2.6/1.5 = 1.733; ucx
+        # 1.6/1.4 = 1.143, 1.5/1.5 = 1.0, 1.7/1.5 = 1.133.
+        self.assertIn("| Syncline DDP (gloo), ddp_step | 2.40 (2.20-2.60) | 1.40 (1.40-1.50) | "
+                      "1.71 (1.57-1.73) |", text)
+        self.assertIn("| Syncline DDP (ucx), ddp_step | 1.60 (1.50-1.70) | 1.50 (1.40-1.50) | "
+                      "1.13 (1.00-1.14) |", text)
+        self.assertIn("| PyTorch DDP (gloo), ddp_pytorch.py | 2.40 (2.30-2.50) | n/a | n/a |",
+                      text)
+        # ucx / PyTorch: 1.6/2.4, low 1.5/2.5, high 1.7/2.3 < 1: faster.
+        self.assertIn("Syncline DDP (ucx) / PyTorch DDP step time: 0.667 (0.600-0.739) faster",
+                      text)
+        # gloo / PyTorch: 2.4/2.4, low 2.2/2.5, high 2.6/2.3 holds 1: level.
+        self.assertIn("Syncline DDP (gloo) / PyTorch DDP step time: 1.00 (0.880-1.13) level",
+                      text)
+        # 2.4 <= 2.5 and 2.2 <= 2.3, but 2.6 > 2.4.
+        self.assertIn("no slower than PyTorch's in 2 of 3 rounds", text)
 
     def test_the_probe_reads_this_machine(self):
         row = machine_load.probe("now", seconds=0.05)

@@ -4,8 +4,8 @@
 # memory-bandwidth bound, on this machine, in one run: every system once per
 # round, in interleaved rounds (the order rotates), each point reported as
 # the median and range over the rounds, with the machine's load probed
-# before, between and after the rounds; then the DDP step comparison and the
-# scaling model. See bench/README.md.
+# before, between and after the rounds (the DDP step comparison among
+# them); then the scaling model. See bench/README.md.
 #
 # Usage: bench/compare/run.sh [--quick] [--rounds=N]
 #   --quick    a smoke run: 2 sizes (64 KiB, 4 MiB), 2 rounds, no scaling
@@ -155,6 +155,22 @@ if [ -x "$BIN/syncline-bench-mpi" ] && command -v mpirun > /dev/null; then
 else
   echo "run.sh: OpenMPI not found; mpi-shm and mpi-tcp skipped" >&2
 fi
+# The DDP step, once per round like the rest, so that its ratios get a
+# spread: Syncline's (bench/ddp_step) over gloo and ucx, PyTorch's over gloo.
+if [ -n "$DDP_TARGET" ] && [ -x "$BIN/$DDP_TARGET" ]; then
+  NAMES+=(ddp_gloo)
+  CMD[ddp_gloo]="env SYNCLINE_BACKEND=gloo $BIN/$DDP_TARGET --json="
+  if [ "$BACKENDS" = gloo,ucx ]; then
+    NAMES+=(ddp_ucx)
+    CMD[ddp_ucx]="env SYNCLINE_BACKEND=ucx $BIN/$DDP_TARGET --json="
+  fi
+elif [ "${BENCH_SKIP_DDP:-0}" != 1 ] && [ "$QUICK" = 0 ]; then
+  echo "run.sh: the DDP step benchmark (bench/ddp_step) is not built; Syncline's DDP ratio skipped" >&2
+fi
+if [ "${BENCH_SKIP_DDP:-0}" != 1 ] && [ "$QUICK" = 0 ] && [[ " ${NAMES[*]} " == *" torch_gloo "* ]]; then
+  NAMES+=(ddp_pytorch)
+  CMD[ddp_pytorch]="$PY bench/compare/ddp_pytorch.py --json "
+fi
 
 # The rounds: every system once per round, the order rotated by one each
 # round so that none always runs first or after the same neighbour; the
@@ -186,20 +202,6 @@ if [ "$BACKENDS" = gloo,ucx ] && [ "$QUICK" = 0 ]; then
     bench/model/sweep_switch_points.sh "$BIN" "$RAW/switch_sweep.json"
 fi
 
-if [ "${BENCH_SKIP_DDP:-0}" != 1 ] && [ "$QUICK" = 0 ]; then
-  if [ -n "$DDP_TARGET" ] && [ -x "$BIN/$DDP_TARGET" ]; then
-    measure ddp_step 300 env SYNCLINE_BACKEND=gloo "$BIN/$DDP_TARGET" &&
-      cp "$RAW/ddp_step.log" "$RAW/ddp_step.txt"
-    if [ "$BACKENDS" = gloo,ucx ]; then
-      measure ddp_step_ucx 300 env SYNCLINE_BACKEND=ucx "$BIN/$DDP_TARGET" &&
-        cp "$RAW/ddp_step_ucx.log" "$RAW/ddp_step_ucx.txt"
-    fi
-  else
-    echo "run.sh: the DDP step benchmark (bench/ddp_step) is not built; Syncline's DDP ratio skipped" >&2
-  fi
-  measure ddp_pytorch 300 "$PY" bench/compare/ddp_pytorch.py --json "$RAW/ddp_pytorch.json"
-fi
-
 # The collective benchmark on its own, at the largest size: its busbw must
 # agree with the comparison's figure above within 10% (report.py checks).
 measure standalone 300 "$BIN/syncline-bench-collectives" --backends="$BACKENDS" \
@@ -211,8 +213,9 @@ note "report"
 "$PY" bench/compare/report.py --raw "$RAW" --header "$RAW/header.txt" --load "$RAW/load.csv" \
   --md "$OUT/compare.md" --csv "$OUT/compare.csv" --png "$OUT/compare.png"
 status=$?
-if [ -f "$RAW/ddp_step.txt" ]; then echo; cat "$RAW/ddp_step.txt"; fi
-if [ -f "$RAW/ddp_pytorch.log" ]; then echo; cat "$RAW/ddp_pytorch.log"; fi
+for name in ddp_gloo ddp_ucx ddp_pytorch; do
+  if [ -f "$RAW/round-$ROUNDS/$name.log" ]; then echo; cat "$RAW/round-$ROUNDS/$name.log"; fi
+done
 if [ "$QUICK" = 0 ]; then
   note "scaling model"
   "$PY" bench/model/model.py --raw "$RAW" --md "$OUT/model.md" --png "$OUT/model.png" ||

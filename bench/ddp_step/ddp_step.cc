@@ -12,7 +12,8 @@
 // median). The figure of merit is ddp / single; ddp / nocomm isolates the
 // communication. Children are the same binary started with fork+exec.
 //
-// Usage: ddp_step [--steps=N] [--warmup=N] [--bucket_cap_mb=X] [--bucket_view=1]
+// Usage: ddp_step [--steps=N] [--warmup=N] [--bucket_cap_mb=X] [--bucket_view=0|1]
+//                 [--json=FILE]
 // The PyTorch comparison the issue asks for (python3-torch DDP, same model,
 // batch, BLAS and threads) is not written yet: python3-torch is not
 // installed on the build machine.
@@ -55,9 +56,11 @@ struct Flags {
   int steps = 20;
   int warmup = 3;
   double bucket_cap_mb = 25;
-  bool bucket_view = false;  // DdpOptions::gradient_as_bucket_view
+  // DdpOptions::gradient_as_bucket_view, its default unless set.
+  bool bucket_view = syncline::ddp::DdpOptions{}.gradient_as_bucket_view;
   std::string role;          // "", "ddp" or "nocomm" (children)
   std::string out;           // children write their median here
+  std::string json;          // also write the figures here (bench/compare's rounds)
 };
 
 Flags ParseFlags(int argc, char** argv) {
@@ -80,10 +83,13 @@ Flags ParseFlags(int argc, char** argv) {
       f.role = v;
     else if (const char* v = value("out"))
       f.out = v;
+    else if (const char* v = value("json"))
+      f.json = v;
     else {
       std::fprintf(
           stderr,
-          "usage: %s [--steps=N] [--warmup=N] [--bucket_cap_mb=X] [--bucket_view=0|1]\n",
+          "usage: %s [--steps=N] [--warmup=N] [--bucket_cap_mb=X] [--bucket_view=0|1] "
+          "[--json=FILE]\n",
           argv[0]);
       std::exit(2);
     }
@@ -254,7 +260,8 @@ int main(int argc, char** argv) {
       {"--steps=N", "", "Timed steps.", "20"},
       {"--warmup=N", "", "Untimed steps first.", "3"},
       {"--bucket_cap_mb=X", "", "DdpOptions::bucket_cap_mb.", "25"},
-      {"--bucket_view=0|1", "", "DdpOptions::gradient_as_bucket_view.", "0"},
+      {"--bucket_view=0|1", "", "DdpOptions::gradient_as_bucket_view.", "1"},
+      {"--json=FILE", "", "Also write the figures as JSON (bench/compare/run.sh's rounds).", ""},
   };
   if (syncline::cli::PrintHelpIfAsked(argc, argv, usage, options)) return 0;
   // OpenBLAS sizes its thread pool when it loads, before torch's
@@ -301,6 +308,21 @@ int main(int argc, char** argv) {
     std::printf("%-38s %10.3f\n", "ratio no-comm / single (shared cores)",
                 nocomm / single);
     std::printf("%-38s %10.3f\n", "ratio DDP / no-comm (communication)", ddp / nocomm);
+    if (!flags.json.empty()) {
+      const char* backend = std::getenv("SYNCLINE_BACKEND");
+      const std::string name = backend != nullptr && *backend ? backend : "gloo";
+      std::ofstream out(flags.json);
+      out << absl::StrFormat(
+          "{\"system\": \"syncline-ddp-%s\", \"backend\": \"%s\", \"single_ms\": %.4f, "
+          "\"nocomm_ms\": %.4f, \"ddp_ms\": %.4f, \"allreduce_ms\": %.4f, "
+          "\"bucket_view\": %d, \"ratio\": %.4f, \"floor\": %.4f}\n",
+          name, name, single, nocomm, ddp, ddp_run.allreduce_ms, flags.bucket_view ? 1 : 0,
+          ddp / single, (nocomm + ddp_run.allreduce_ms) / single);
+      if (!out) {
+        std::fprintf(stderr, "ddp_step: cannot write %s\n", flags.json.c_str());
+        return 1;
+      }
+    }
     return 0;
   }
   std::fprintf(stderr, "ddp_step: a child failed (see its stderr above)\n");

@@ -16,14 +16,22 @@ BackendComm::~BackendComm() {
   if (comm_ != nullptr) table_->comm_destroy(comm_);
 }
 
-void BackendComm::Track(sl_request_t* request) {
+size_t BackendComm::Track(sl_request_t* request) {
   std::lock_guard<std::mutex> lock(mu_);
-  requests_.insert(request);
+  if (free_slots_.empty()) {
+    requests_.push_back(request);
+    return requests_.size() - 1;
+  }
+  const size_t slot = free_slots_.back();
+  free_slots_.pop_back();
+  requests_[slot] = request;
+  return slot;
 }
 
-void BackendComm::Untrack(sl_request_t* request) {
+void BackendComm::Untrack(size_t slot) {
   std::lock_guard<std::mutex> lock(mu_);
-  requests_.erase(request);
+  requests_[slot] = nullptr;
+  free_slots_.push_back(slot);
 }
 
 void BackendComm::Close() {
@@ -33,6 +41,7 @@ void BackendComm::Close() {
     // A Work frees its request only after Untrack, so each one is valid here.
     std::lock_guard<std::mutex> lock(mu_);
     for (sl_request_t* request : requests_) {
+      if (request == nullptr) continue;  // a free slot
       int done = 0;
       sl_error_t err{};
       (void)table_->request_test(request, &done, &err);

@@ -193,7 +193,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   SL_RETURN_IF_ERROR(internal::CreateBackendComm(*impl, rank, size,
                                                  MakePrefixStore("plugin", scoped),
                                                  options.device, timeout));
-  impl->recorder = std::make_shared<internal::FlightRecorder>(rank, size, comm_id, scoped);
+  impl->recorder =
+      std::make_shared<internal::FlightRecorder>(rank, size, comm_id, scoped, impl->name);
   SL_LOG(DEBUG, "communicator %d ready: %d ranks over %s", comm_id, size, impl->name);
   return std::unique_ptr<Communicator>(
       new Communicator(std::move(impl), rank, size, options.device, timeout, scoped));

@@ -60,19 +60,19 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
   const bool reduces = op_kind == SL_OP_ALLREDUCE || op_kind == SL_OP_REDUCE ||
                        op_kind == SL_OP_REDUCE_SCATTER;
   const BufferView& data = op_kind == SL_OP_RECV || op_kind == SL_OP_BROADCAST ? recv : send;
-  std::string context = p2p ? absl::StrFormat("%s p2p#%d", kind_name, seq & ~kP2pSeqBit)
-                            : absl::StrFormat("%s #%d", kind_name, seq);
-  if (op_kind != SL_OP_BARRIER) {
-    absl::StrAppendFormat(&context, " (%s x %d", DataTypeName(data.dtype), data.count);
-    if (reduces) absl::StrAppend(&context, ", ", ReduceOpName(static_cast<ReduceOp>(redop)));
-    if (op_kind == SL_OP_BROADCAST || op_kind == SL_OP_REDUCE) absl::StrAppend(&context, ", root ", root);
-    if (op_kind == SL_OP_SEND) absl::StrAppend(&context, ", to rank ", peer);
-    if (op_kind == SL_OP_RECV) absl::StrAppend(&context, ", from rank ", peer);
-    absl::StrAppend(&context, ")");
-  }
-  absl::StrAppendFormat(&context, " on rank %d/%d over %s", rank_, size_, impl_->name);
+  // The op's description, put into words only for an error, Describe() or
+  // the flight recorder's readers (op_label.h).
+  internal::OpLabel label;
+  label.seq = seq;
+  label.kind = op_kind;
+  label.dtype = static_cast<int>(data.dtype);
+  label.count = data.count;
+  label.redop = redop;
+  label.root = root;
+  label.peer = peer;
+  label.where = &impl_->recorder->where();
   auto invalid = [&](const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat(context, ": ", why));
+    return absl::InvalidArgumentError(absl::StrCat(label.ToString(), ": ", why));
   };
 
   // Shape checks.
@@ -125,17 +125,17 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
     }
     if (!HasBit(caps.dtype_mask, static_cast<int>(data.dtype))) {
       return absl::UnimplementedError(absl::StrCat(
-          context, ": backend ", impl_->name, " does not support dtype ",
+          label.ToString(), ": backend ", impl_->name, " does not support dtype ",
           DataTypeName(data.dtype), "; supported: ", DtypeNames(caps.dtype_mask)));
     }
   }
   if (!HasBit(caps.op_mask, kind)) {
-    return absl::UnimplementedError(absl::StrCat(context, ": backend ", impl_->name,
+    return absl::UnimplementedError(absl::StrCat(label.ToString(), ": backend ", impl_->name,
                                                  " does not implement ", kind_name));
   }
   if (reduces && !HasBit(caps.reduce_dtype_mask[redop], static_cast<int>(data.dtype))) {
     return absl::UnimplementedError(absl::StrCat(
-        context, ": backend ", impl_->name, " cannot reduce ", DataTypeName(data.dtype),
+        label.ToString(), ": backend ", impl_->name, " cannot reduce ", DataTypeName(data.dtype),
         " with ", ReduceOpName(static_cast<ReduceOp>(redop)), "; it can for: ",
         DtypeNames(caps.reduce_dtype_mask[redop])));
   }
@@ -157,14 +157,15 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
   op.timeout_ms = absl::ToInt64Milliseconds(deadline);
   sl_request_t* request = nullptr;
   sl_error_t err{};
-  impl_->recorder->Posted(seq, context, data.bytes());
+  impl_->recorder->Posted(label, data.bytes());
   sl_result_t r = impl_->table->post(impl_->backend->comm(), &op, &request, &err);
   if (r != SL_OK) {
     impl_->recorder->Finished(seq, false, err.message);
-    return absl::Status(internal::ToStatusCode(r), absl::StrCat(context, " failed: ", err.message));
+    return absl::Status(internal::ToStatusCode(r),
+                        absl::StrCat(label.ToString(), " failed: ", err.message));
   }
   return std::unique_ptr<Work>(std::make_unique<internal::PluginWork>(
-      impl_->backend, request, seq, context, impl_->recorder));
+      impl_->backend, request, label, impl_->recorder));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::Allreduce(
@@ -305,8 +306,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
                                                    MakePrefixStore("plugin", scoped), device_,
                                                    timeout_));
   }
-  impl->recorder = std::make_shared<internal::FlightRecorder>(new_rank, new_size,
-                                                              child_id, scoped);
+  impl->recorder = std::make_shared<internal::FlightRecorder>(new_rank, new_size, child_id,
+                                                              scoped, impl->name);
   return std::unique_ptr<Communicator>(new Communicator(
       std::move(impl), new_rank, new_size, device_, timeout_, scoped));
 }

@@ -107,8 +107,10 @@ void UnregisterForSignalDump(FlightRecorder* recorder) {
 }
 
 FlightRecorder::FlightRecorder(int rank, int size, uint64_t comm_id,
-                               std::shared_ptr<Store> store)
-    : rank_(rank), size_(size), comm_id_(comm_id), store_(std::move(store)),
+                               std::shared_ptr<Store> store, const std::string& backend)
+    : rank_(rank), size_(size), comm_id_(comm_id),
+      where_(absl::StrFormat(" on rank %d/%d over %s", rank, size, backend)),
+      store_(std::move(store)),
       capacity_(Capacity()) {
   ring_.reserve(std::min<size_t>(capacity_, 64));
   if (store_ && size_ > 1) publisher_ = std::thread([this] { PublishLoop(); });
@@ -125,7 +127,8 @@ FlightRecorder::~FlightRecorder() {
   if (publisher_.joinable()) publisher_.join();
 }
 
-void FlightRecorder::Posted(uint64_t seq, const std::string& what, size_t bytes) {
+void FlightRecorder::Posted(const OpLabel& what, size_t bytes) {
+  const uint64_t seq = what.seq;
   std::lock_guard<std::mutex> lock(mu_);
   Entry e{seq, what, bytes, State::kPosted, absl::Now(), absl::InfinitePast(), ""};
   if (ring_.size() < capacity_) ring_.push_back(std::move(e));
@@ -178,7 +181,7 @@ std::string FlightRecorder::ToJson() const {
     absl::StrAppendFormat(
         &out, "%s\n{\"seq\":%d,\"op\":\"%s\",\"bytes\":%d,\"state\":\"%s\","
               "\"posted_us\":%d,\"finished_us\":%d,\"error\":\"%s\"}",
-        i ? "," : "", e.seq, JsonEscape(e.what), e.bytes, StateName(e.state),
+        i ? "," : "", e.seq, JsonEscape(e.what.ToString()), e.bytes, StateName(e.state),
         absl::ToUnixMicros(e.posted),
         e.finished == absl::InfinitePast() ? 0 : absl::ToUnixMicros(e.finished),
         JsonEscape(e.error));
@@ -238,10 +241,6 @@ bool Decode(const std::string& value, Progress* p) {
          absl::SimpleAtoi(f[2], &p->at_us);
 }
 
-std::string WithoutWhere(const std::string& what) {
-  return what.substr(0, what.find(" on rank "));
-}
-
 }  // namespace
 
 std::string FlightRecorder::Dump() const {
@@ -280,7 +279,7 @@ std::string FlightRecorder::ProgressValue(uint64_t seq) const {
     if (seq != 0 && e.seq == seq) { in = &e; break; }
     if (e.state == State::kPosted && (in == nullptr || e.seq < in->seq)) in = &e;
   }
-  if (in != nullptr) p.op = WithoutWhere(in->what);
+  if (in != nullptr) p.op = in->what.WithoutWhere();
   return Encode(p);
 }
 

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "op_label.h"
 #include "syncline/store.h"
 
 namespace syncline::internal {
@@ -39,12 +40,20 @@ class FlightRecorder {
  public:
   enum class State { kPosted, kCompleted, kFailed };
 
-  // `store` is the communicator's scoped store (may be null for size 1).
-  FlightRecorder(int rank, int size, uint64_t comm_id, std::shared_ptr<Store> store);
+  // `store` is the communicator's scoped store (may be null for size 1);
+  // `backend` names the backend in every op's description.
+  FlightRecorder(int rank, int size, uint64_t comm_id, std::shared_ptr<Store> store,
+                 const std::string& backend);
   ~FlightRecorder();  // stops and joins the publisher thread
 
-  void Posted(uint64_t seq, const std::string& what, size_t bytes);
+  // `what.seq` is the op's sequence number; the label is kept as it is
+  // and put into words only when read (op_label.h).
+  void Posted(const OpLabel& what, size_t bytes);
   void Finished(uint64_t seq, bool ok, const std::string& error);
+
+  // " on rank 1/4 over gloo", the end of every op's description; lives as
+  // long as the recorder (an OpLabel's `where`).
+  const std::string& where() const { return where_; }
 
   uint64_t last_posted() const;
   uint64_t last_completed() const;
@@ -75,7 +84,7 @@ class FlightRecorder {
  private:
   struct Entry {
     uint64_t seq = 0;
-    std::string what;
+    OpLabel what;
     size_t bytes = 0;
     State state = State::kPosted;
     absl::Time posted;
@@ -90,6 +99,7 @@ class FlightRecorder {
 
   const int rank_, size_;
   const uint64_t comm_id_;
+  const std::string where_;
   const std::shared_ptr<Store> store_;
   const size_t capacity_;
   mutable std::mutex mu_;

@@ -17,15 +17,13 @@ std::string DestroyedBeforeFinishing(const std::string& context, const char* det
 }  // namespace
 
 PluginWork::PluginWork(std::shared_ptr<BackendComm> backend, sl_request_t* request,
-                       uint64_t seq, std::string context,
-                       std::shared_ptr<FlightRecorder> recorder)
-    : backend_(std::move(backend)), table_(backend_->table()), request_(request), seq_(seq),
-      context_(std::move(context)), recorder_(std::move(recorder)) {
-  backend_->Track(request_);
-}
+                       const OpLabel& label, std::shared_ptr<FlightRecorder> recorder)
+    : backend_(std::move(backend)), table_(backend_->table()), request_(request),
+      slot_(backend_->Track(request_)), seq_(label.seq), label_(label),
+      recorder_(std::move(recorder)) {}
 
 PluginWork::~PluginWork() {
-  backend_->Untrack(request_);
+  backend_->Untrack(slot_);
   table_->request_free(request_);
   // backend_ goes after the request: the last holder destroys the communicator.
 }
@@ -35,10 +33,10 @@ absl::Status PluginWork::Finish(sl_result_t result, const sl_error_t& err) {
   if (result == SL_OK) {
     final_ = absl::OkStatus();
   } else {
-    std::string message = absl::StrCat(context_, " failed: ", err.message);
+    std::string message = absl::StrCat(Describe(), " failed: ", err.message);
     // Destroying a Communicator aborts its running ops (backend_comm.h).
     const bool destroyed = result == SL_ERR_ABORTED && backend_->closed_with_running_ops();
-    if (destroyed) message = DestroyedBeforeFinishing(context_, err.message);
+    if (destroyed) message = DestroyedBeforeFinishing(Describe(), err.message);
     const bool fatal = result != SL_ERR_INVALID_ARGUMENT && result != SL_ERR_UNSUPPORTED &&
                        !destroyed;
     if (fatal && recorder_) {
@@ -79,7 +77,7 @@ absl::Status PluginWork::Wait(absl::Duration timeout) {
     sl_result_t tr = table_->request_test(request_, &done, &test_err);
     if (!done) {
       return absl::DeadlineExceededError(absl::StrCat(
-          context_, " is still running after waiting ", absl::FormatDuration(timeout)));
+          Describe(), " is still running after waiting ", absl::FormatDuration(timeout)));
     }
     return Finish(tr, test_err);
   }
@@ -98,7 +96,7 @@ absl::Status PluginWork::WaitStream(void* stream) {
   const sl_result_t tr = table_->request_test(request_, &done, &test_err);
   if (done) return Finish(tr, test_err);
   return absl::Status(ToStatusCode(r),
-                      absl::StrCat(context_, ": could not make the stream wait for it: ",
+                      absl::StrCat(Describe(), ": could not make the stream wait for it: ",
                                    err.message));
 }
 
@@ -112,7 +110,7 @@ bool PluginWork::Test() {
 }
 
 absl::Status PluginWork::status() {
-  if (!Test()) return StillRunningError(context_);
+  if (!Test()) return StillRunningError(Describe());
   return final_;
 }
 

@@ -7,6 +7,7 @@
 
 #include "backend_comm.h"
 #include "flight_recorder.h"
+#include "op_label.h"
 #include "syncline/plugin_abi.h"
 #include "syncline/work.h"
 
@@ -14,13 +15,14 @@ namespace syncline::internal {
 
 // Owns one sl_request_t and frees it on destruction, and holds the plugin
 // communicator it was posted on until then (backend_comm.h), so it may
-// outlive its Communicator. `context` prefixes every error, e.g.
-// "allreduce #17 (f32 x 1024, sum) on rank 1/4 over gloo".
+// outlive its Communicator. `label` (put into words only when needed)
+// prefixes every error, e.g. "allreduce #17 (f32 x 1024, sum) on rank 1/4
+// over gloo"; its `where` lives in `recorder`, which the work holds.
 // Thread safety: as Work (one thread at a time).
 class PluginWork final : public Work {
  public:
-  PluginWork(std::shared_ptr<BackendComm> backend, sl_request_t* request, uint64_t seq,
-             std::string context, std::shared_ptr<FlightRecorder> recorder);
+  PluginWork(std::shared_ptr<BackendComm> backend, sl_request_t* request, const OpLabel& label,
+             std::shared_ptr<FlightRecorder> recorder);
   ~PluginWork() override;
 
   absl::Status Wait(absl::Duration timeout) override;
@@ -29,7 +31,7 @@ class PluginWork final : public Work {
   bool Test() override;
   absl::Status status() override;
   uint64_t seq() const override { return seq_; }
-  std::string Describe() const override { return context_; }
+  std::string Describe() const override { return label_.ToString(); }
 
  private:
   absl::Status Finish(sl_result_t result, const sl_error_t& err);
@@ -37,9 +39,10 @@ class PluginWork final : public Work {
   const std::shared_ptr<BackendComm> backend_;
   const sl_backend_v1_t* const table_;
   sl_request_t* request_;
+  const size_t slot_;  // in backend_'s tracked requests
   const uint64_t seq_;
-  const std::string context_;
-  const std::shared_ptr<FlightRecorder> recorder_;  // may be null
+  const OpLabel label_;
+  const std::shared_ptr<FlightRecorder> recorder_;  // keeps label_.where alive
   bool done_ = false;
   absl::Status final_;
 };

@@ -95,6 +95,58 @@ TEST(FlightRecorder, RecordsEveryOpWithItsState) {
   EXPECT_THAT(json, HasSubstr("\"bytes\":1024,\"state\":\"completed\""));
 }
 
+// Ops are described from their fields when the text is read (op_label.h),
+// not formatted at posting: the words must still be exactly these, in
+// Describe(), in the dump and in errors, for every kind of op.
+TEST(FlightRecorder, DescribesEveryKindOfOpInFull) {
+  auto comm = MakeSolo();
+  ASSERT_NE(comm, nullptr);
+  std::vector<float> a(6, 1.0f), b(6, 0.0f);
+  std::vector<std::string> described;
+  auto run = [&](absl::StatusOr<std::unique_ptr<Work>> w) {
+    ASSERT_TRUE(w.ok()) << w.status();
+    described.push_back((*w)->Describe());
+    ASSERT_TRUE((*w)->Wait(absl::Seconds(5)).ok());
+  };
+  AllreduceOptions max;
+  max.op = ReduceOp::kMax;
+  run(comm->Allreduce(View(a), max));
+  run(comm->Broadcast(View(a)));
+  ReduceOptions reduce;
+  reduce.op = ReduceOp::kMin;
+  run(comm->Reduce(View(a), View(b), reduce));
+  run(comm->Allgather(View(a), View(b)));
+  run(comm->ReduceScatter(View(a), View(b)));
+  run(comm->Barrier());
+  const std::vector<std::string> want = {
+      "allreduce #1 (f32 x 6, max) on rank 0/1 over gloo",
+      "broadcast #2 (f32 x 6, root 0) on rank 0/1 over gloo",
+      "reduce #3 (f32 x 6, min, root 0) on rank 0/1 over gloo",
+      "allgather #4 (f32 x 6) on rank 0/1 over gloo",
+      "reduce_scatter #5 (f32 x 6, sum) on rank 0/1 over gloo",
+      "barrier #6 on rank 0/1 over gloo"};
+  EXPECT_EQ(described, want);
+  const std::string json = comm->DumpFlightRecorder();
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_THAT(json, HasSubstr(absl::StrCat("\"seq\":", i + 1, ",\"op\":\"", want[i], "\"")));
+  }
+  // Errors at posting name the op the same way, point-to-point included.
+  std::vector<float> short_recv(5);
+  auto bad = comm->Allreduce(View(a), View(short_recv));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("allreduce #7 (f32 x 6, sum) on rank 0/1 over gloo: send has 6 "
+                        "elements but recv has 5"));
+  auto self_send = comm->Send(View(a), 0);
+  ASSERT_FALSE(self_send.ok());
+  EXPECT_THAT(std::string(self_send.status().message()),
+              HasSubstr("send p2p#1 (f32 x 6, to rank 0) on rank 0/1 over gloo: peer 0"));
+  auto self_recv = comm->Recv(View(b), 0);
+  ASSERT_FALSE(self_recv.ok());
+  EXPECT_THAT(std::string(self_recv.status().message()),
+              HasSubstr("recv p2p#2 (f32 x 6, from rank 0) on rank 0/1 over gloo: peer 0"));
+}
+
 TEST(FlightRecorder, RingKeepsTheLastN) {
   ::setenv("SYNCLINE_FLIGHT_RECORDER_SIZE", "4", 1);
   auto comm = MakeSolo();

@@ -416,6 +416,40 @@ TEST(DdpReducerTest, OverlapNoSyncUnusedRebuildBuffersHooks) {
   syncline::testing::ExpectAllSucceeded(results);
 }
 
+// gradient_as_bucket_view is on by default: after a synced backward every
+// .grad is a view into its bucket, so with one bucket all gradients share
+// one storage; turned off, each .grad is a tensor of its own (copied out).
+TEST(DdpReducerTest, GradientsAreBucketViewsByDefault) {
+  EXPECT_TRUE(DdpOptions{}.gradient_as_bucket_view);
+  auto results = syncline::testing::RunRanks(
+      kWorld,
+      [](int rank, int) {
+        torch::set_num_threads(1);
+        std::shared_ptr<Communicator> comm = Connect();
+        ASSERT_NE(comm, nullptr);
+        for (const bool view : {true, false}) {
+          Mlp model = MakeModel<Mlp>(7);
+          DdpOptions options;
+          options.first_bucket_mb = options.bucket_cap_mb = 1024;  // one bucket
+          if (!view) options.gradient_as_bucket_view = false;
+          DistributedDataParallel ddp(model.ptr(), comm, options);
+          ddp.PrepareForward();
+          MicroLoss(model, rank, 0, 1, true).backward();
+          const std::vector<at::Tensor> params = model->parameters();
+          ASSERT_GT(params.size(), 2u);
+          size_t shared = 0;
+          for (const at::Tensor& p : params) ASSERT_TRUE(p.grad().defined());
+          for (size_t i = 1; i < params.size(); ++i) {
+            shared += params[i].grad().is_alias_of(params[0].grad()) ? 1 : 0;
+          }
+          EXPECT_EQ(shared, view ? params.size() - 1 : 0u)
+              << (view ? "default (bucket views)" : "gradient_as_bucket_view = false");
+        }
+      },
+      {.timeout = absl::Seconds(120)});
+  syncline::testing::ExpectAllSucceeded(results);
+}
+
 // Uneven inputs without Join(): rank 1 stops after two steps (after the
 // bucket rebuild), so rank 0's third backward meets the failure in a bucket
 // allreduce. It must throw the core's collective error (the op and its
