@@ -82,7 +82,7 @@ cmake)
   count_plugin="$work/build/libsyncline-plugin-count.so"
   [ -f "$count_plugin" ] || { echo "FAILED: downstream plugin not built: $count_plugin"; exit 1; }
   exported=$(nm -D --defined-only "$count_plugin" | awk '{print $3}')
-  [ "$exported" = "syncline_interposer_plugin_v1" ] ||
+  [ "$exported" = "syncline_interposer_plugin_v2" ] ||
     { echo "FAILED: the downstream plugin exports more than its entry point: $exported"; exit 1; }
   out=$(SYNCLINE_PLUGIN_PATH="$work/build" SYNCLINE_PLUGINS=count \
         "$prefix/bin/syncline-run" -n 2 -- "$work/build/downstream" 2>&1) || {

@@ -461,8 +461,7 @@ TEST(UcxSchedules, BarrierMatchesOnAnySize) {
   for (int P = 1; P <= 9; ++P) {
     std::vector<RankState> ranks(P);
     for (int r = 0; r < P; ++r) {
-      sl_op_t op{};
-      op.kind = SL_OP_BARRIER;
+      sl_op_t op = sl_op_init(SL_OP_BARRIER);
       AlgoArgs args{&op, r, P, &options};
       ranks[r].schedule = SelectSchedule(args);
     }
@@ -497,8 +496,7 @@ TEST(UcxSchedules, ThresholdsPickTheDocumentedAlgorithm) {
     const size_t n = bytes / 4;
     a.assign(n * P + 1, 1.0f);
     b.assign(n * P + 1, 0.0f);
-    sl_op_t op{};
-    op.kind = kind;
+    sl_op_t op = sl_op_init(kind);
     op.send = {a.data(), n, SL_F32, SL_DEVICE_CPU, 0, nullptr};
     op.recv = {b.data(), n, SL_F32, SL_DEVICE_CPU, 0, nullptr};
     if (kind == SL_OP_ALLGATHER) op.recv.count = n * P;
