@@ -375,7 +375,7 @@ void RunCase(const Case& c, sl_redop_t redop = SL_SUM, int root = 0) {
   if (c.kind == SL_OP_REDUCE_SCATTER) send_n = c.n * P;
   if (c.kind == SL_OP_ALLTOALL) send_n = recv_n = c.n * P;
   std::vector<RankState> ranks(P);
-  std::vector<sl_op_t> ops(P);
+  std::vector<sl_op_t> ops(P, sl_op_init(SL_OP_BARRIER));
   for (int r = 0; r < P; ++r) {
     RankState& st = ranks[r];
     st.send.resize(send_n);
