@@ -515,7 +515,9 @@ TEST(UcxSchedules, ThresholdsPickTheDocumentedAlgorithm) {
       const std::string where = backend::SlOpKindName(k.kind) + std::string(" on ") +
                                 std::to_string(P) + (shared ? " ranks sharing cores" : " ranks") +
                                 " at ";
-      if (t > 0) EXPECT_EQ(pick(defaults, k.kind, P, t), k.small) << where << t << " B";
+      if (t > 0) {
+        EXPECT_EQ(pick(defaults, k.kind, P, t), k.small) << where << t << " B";
+      }
       EXPECT_EQ(pick(defaults, k.kind, P, t + 4), k.large) << where << t + 4 << " B";
       EXPECT_EQ(SmallMax(defaults, k.kind, P, shared), t);
       Options set;
