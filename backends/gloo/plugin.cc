@@ -1,7 +1,8 @@
 // plugin.cc: the Gloo backend's entry point and C function table.
 //
 // libsyncline-backend-gloo.so exports exactly one symbol,
-// syncline_backend_plugin_v1, which returns a static sl_backend_v1_t. Each
+// SL_BACKEND_ENTRY (syncline_backend_plugin_v2), which returns a static
+// sl_backend_t. Each
 // table entry is a thin adapter: it unwraps the opaque handle, runs the C++
 // implementation under SlGuard (so no exception crosses the ABI), and
 // returns the result code.
@@ -29,24 +30,18 @@ struct Traits {
 #define SL_STR_INNER(x) #x
 #define SL_STR(x) SL_STR_INNER(x)
 
-sl_backend_v1_t MakeTable() {
-  sl_backend_v1_t table = backend::MakeBackendTable<Traits>();
+sl_backend_t MakeTable() {
+  sl_backend_t table =
+      backend::MakeBackendTable<Traits>(backend::Capabilities::AllOps(SL_DEVICE_CPU));
   table.version = "syncline-gloo 0.1 (gloo " SL_STR(GLOO_VERSION_MAJOR) "." SL_STR(
       GLOO_VERSION_MINOR) "." SL_STR(GLOO_VERSION_PATCH) ", tcp transport)";
-  const uint32_t all_dtypes = (1u << SL_DTYPE_COUNT) - 1;
-  table.caps.device_mask = 1u << SL_DEVICE_CPU;
-  table.caps.op_mask = (1u << SL_OP_KIND_COUNT) - 1;
-  table.caps.dtype_mask = all_dtypes;
-  for (int op = 0; op < SL_REDOP_COUNT; ++op) {
-    table.caps.reduce_dtype_mask[op] = all_dtypes;
-  }
   return table;
 }
 
 }  // namespace
 }  // namespace syncline::gloo_backend
 
-extern "C" SL_PLUGIN_EXPORT const sl_backend_v1_t* syncline_backend_plugin_v1(void) {
-  static const sl_backend_v1_t table = syncline::gloo_backend::MakeTable();
+extern "C" SL_PLUGIN_EXPORT const sl_backend_t* SL_BACKEND_ENTRY(void) {
+  static const sl_backend_t table = syncline::gloo_backend::MakeTable();
   return &table;
 }

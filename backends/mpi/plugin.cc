@@ -21,23 +21,19 @@ struct Traits {
   static constexpr char kName[] = "mpi";
 };
 
-sl_backend_v1_t MakeTable() {
-  sl_backend_v1_t table = backend::MakeBackendTable<Traits>();
+sl_backend_t MakeTable() {
+  sl_backend_t table = backend::MakeBackendTable<Traits>(
+      backend::Capabilities::AllOps(SL_DEVICE_CPU));
   static const std::string version = "syncline-mpi 0.1 (" + LibraryVersion() + ")";
   table.version = version.c_str();
   table.comm_split = &backend::PluginAdapter<Traits>::CommSplit;
-  const uint32_t all_dtypes = (1u << SL_DTYPE_COUNT) - 1;
-  table.caps.device_mask = 1u << SL_DEVICE_CPU;
-  table.caps.op_mask = (1u << SL_OP_KIND_COUNT) - 1;
-  table.caps.dtype_mask = all_dtypes;
-  for (uint32_t& mask : table.caps.reduce_dtype_mask) mask = all_dtypes;
   return table;
 }
 
 }  // namespace
 }  // namespace syncline::mpi_backend
 
-extern "C" SL_PLUGIN_EXPORT const sl_backend_v1_t* syncline_backend_plugin_v1(void) {
-  static const sl_backend_v1_t table = syncline::mpi_backend::MakeTable();
+extern "C" SL_PLUGIN_EXPORT const sl_backend_t* SL_BACKEND_ENTRY(void) {
+  static const sl_backend_t table = syncline::mpi_backend::MakeTable();
   return &table;
 }

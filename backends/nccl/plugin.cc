@@ -1,7 +1,8 @@
 // plugin.cc: the NCCL backend's entry point and C function table.
 //
 // libsyncline-backend-nccl.so exports exactly one symbol,
-// syncline_backend_plugin_v1, which returns a static sl_backend_v1_t. Each
+// SL_BACKEND_ENTRY (syncline_backend_plugin_v2), which returns a static
+// sl_backend_t. Each
 // entry is a thin adapter: it unwraps the opaque handle, runs the C++
 // implementation under SlGuard (no exception crosses the ABI), and returns
 // the result code.
@@ -87,26 +88,21 @@ sl_result_t RequestStreamWait(sl_request_t* request, void* stream, sl_error_t* e
   });
 }
 
-sl_backend_v1_t MakeTable() {
-  sl_backend_v1_t table = backend::MakeBackendTable<Traits>();
+sl_backend_t MakeTable() {
+  sl_backend_t table = backend::MakeBackendTable<Traits>(
+      backend::Capabilities::AllOps(SL_DEVICE_CUDA, SupportedDtypeMask()));
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
   table.comm_split = &CommSplit;
 #endif
   table.request_stream_wait = &RequestStreamWait;
   table.version = VersionString();
-  table.caps.device_mask = 1u << SL_DEVICE_CUDA;
-  table.caps.op_mask = (1u << SL_OP_KIND_COUNT) - 1;
-  table.caps.dtype_mask = SupportedDtypeMask();
-  for (int op = 0; op < SL_REDOP_COUNT; ++op) {
-    table.caps.reduce_dtype_mask[op] = SupportedDtypeMask();
-  }
   return table;
 }
 
 }  // namespace
 }  // namespace syncline::nccl_backend
 
-extern "C" SL_PLUGIN_EXPORT const sl_backend_v1_t* syncline_backend_plugin_v1(void) {
-  static const sl_backend_v1_t table = syncline::nccl_backend::MakeTable();
+extern "C" SL_PLUGIN_EXPORT const sl_backend_t* SL_BACKEND_ENTRY(void) {
+  static const sl_backend_t table = syncline::nccl_backend::MakeTable();
   return &table;
 }

@@ -132,6 +132,7 @@ sl_result_t Communicator::Split(int color, int key, const sl_store_t* store,
                                NcclErrorText(ncclInternalError, split.get()).c_str());
   }
   sl_comm_config_t child_config{};
+  child_config.struct_size = sizeof(sl_comm_config_t);
   child_config.rank = child_rank;
   child_config.size = child_size;
   child_config.store = store;

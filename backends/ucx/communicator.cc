@@ -134,8 +134,7 @@ sl_result_t Communicator::Hello(Clock::time_point deadline, std::string* error) 
     b.Recv(neighbours[i], bytes + i, 1, 0);
   }
   Schedule schedule = b.Finish();
-  sl_op_t op{};
-  op.kind = SL_OP_BARRIER;
+  sl_op_t op = sl_op_init(SL_OP_BARRIER);
   op.timeout_ms = std::max<int64_t>(
       1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())
              .count());
@@ -201,8 +200,7 @@ sl_result_t Communicator::Split(int32_t color, int32_t key, const sl_store_t* st
   std::vector<int64_t> mine = {color, key, transport_->next_space(),
                                MachineId(transport_->peer(transport_->rank()).machine)};
   std::vector<int64_t> all(4 * static_cast<size_t>(size_));
-  sl_op_t op{};
-  op.kind = SL_OP_ALLGATHER;
+  sl_op_t op = sl_op_init(SL_OP_ALLGATHER);
   op.send = sl_buffer_t{mine.data(), mine.size(), SL_I64, SL_DEVICE_CPU, 0, nullptr};
   op.recv = sl_buffer_t{all.data(), all.size(), SL_I64, SL_DEVICE_CPU, 0, nullptr};
   op.timeout_ms = timeout_ms_;
@@ -228,7 +226,7 @@ sl_result_t Communicator::Split(int32_t color, int32_t key, const sl_store_t* st
                         "%lld tag spaces and no store was given to build a new worker",
                         Where().c_str(), static_cast<long long>(options_.tag_spaces));
     }
-    sl_comm_config_t config{plan.rank,     new_size,   store,
+    sl_comm_config_t config{sizeof(sl_comm_config_t), plan.rank,     new_size,   store,
                             SL_DEVICE_CPU, 0,          timeout_ms_,
                             comm_id,       options_text_.empty() ? nullptr : options_text_.c_str()};
     return Create(config, child, err);

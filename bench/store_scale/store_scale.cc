@@ -81,8 +81,13 @@ int RunRanks(const Args& a) {
   const int k = a.per_check_in;
   const int nodes = a.count / k;
   const absl::Duration timeout = absl::Seconds(600);
-  const syncline::TcpStoreClientOptions client_options{
-      .host = "127.0.0.1", .port = a.port, .connect_timeout = timeout};
+  const syncline::TcpStoreClientOptions client_options = [&] {
+    syncline::TcpStoreClientOptions o;
+    o.host = "127.0.0.1";
+    o.port = a.port;
+    o.connect_timeout = timeout;
+    return o;
+  }();
   absl::Notification go;
   std::vector<absl::Notification> met(nodes);  // a node's check-in is over
   std::vector<absl::Status> node_status(nodes);

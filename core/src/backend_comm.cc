@@ -6,7 +6,7 @@
 
 namespace syncline::internal {
 
-BackendComm::BackendComm(const sl_backend_v1_t* table, std::shared_ptr<Store> store)
+BackendComm::BackendComm(const sl_backend_t* table, std::shared_ptr<Store> store)
     : table_(table), store_(std::move(store)) {
   if (store_ != nullptr) cstore_ = MakeCStore(store_.get());
 }

@@ -30,13 +30,13 @@ namespace syncline::internal {
 class BackendComm {
  public:
   // `store` (null for none) backs the C view that store() hands the plugin.
-  BackendComm(const sl_backend_v1_t* table, std::shared_ptr<Store> store);
+  BackendComm(const sl_backend_t* table, std::shared_ptr<Store> store);
   // comm_destroy, when a communicator was made.
   ~BackendComm();
   BackendComm(const BackendComm&) = delete;
   BackendComm& operator=(const BackendComm&) = delete;
 
-  const sl_backend_v1_t* table() const { return table_; }
+  const sl_backend_t* table() const { return table_; }
   sl_comm_t* comm() const { return comm_; }
   // Where comm_create / comm_split write the new communicator (once).
   sl_comm_t** comm_slot() { return &comm_; }
@@ -57,7 +57,7 @@ class BackendComm {
   }
 
  private:
-  const sl_backend_v1_t* const table_;
+  const sl_backend_t* const table_;
   sl_comm_t* comm_ = nullptr;
   const std::shared_ptr<Store> store_;
   sl_store_t cstore_{};

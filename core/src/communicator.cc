@@ -63,7 +63,8 @@ absl::Status CreateBackendComm(Communicator::Impl& impl, int rank, int size,
                                std::shared_ptr<Store> plugin_store, Device device,
                                absl::Duration timeout) {
   auto backend = std::make_shared<BackendComm>(impl.table, std::move(plugin_store));
-  sl_comm_config_t config{rank,
+  sl_comm_config_t config{sizeof(sl_comm_config_t),
+                          rank,
                           size,
                           backend->store(),
                           static_cast<sl_device_type_t>(device.type),
@@ -72,7 +73,7 @@ absl::Status CreateBackendComm(Communicator::Impl& impl, int rank, int size,
                           impl.comm_id,
                           impl.backend_options.empty() ? nullptr : impl.backend_options.c_str()};
   sl_error_t err{};
-  sl_result_t r = impl.table->comm_create(&config, backend->comm_slot(), &err);
+  sl_result_t r = impl.table->comm_create(impl.table->ctx, &config, backend->comm_slot(), &err);
   if (r != SL_OK) {
     *backend->comm_slot() = nullptr;
     // A bad option names where the options came from.
@@ -171,8 +172,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
                                   : absl::StrCat(impl->backend_options, ";", from_env);
     }
   }
-  absl::StatusOr<const sl_backend_v1_t*> table =
-      name.ok() ? internal::LoadBackend(*name) : absl::StatusOr<const sl_backend_v1_t*>(name.status());
+  absl::StatusOr<const sl_backend_t*> table =
+      name.ok() ? internal::LoadBackend(*name) : absl::StatusOr<const sl_backend_t*>(name.status());
   const std::vector<std::string> plugins = internal::ChoosePlugins(options.plugins);
   CheckOptionPitfalls(rank, plugins);
   if (table.ok()) table = internal::ApplyInterposers(*table, plugins);
@@ -216,9 +217,10 @@ const std::string& Communicator::backend_name() const { return impl_->name; }
 std::string Communicator::DumpFlightRecorder() const { return impl_->recorder->ToJson(); }
 
 bool Communicator::SupportsReduce(DataType dtype, ReduceOp op, Device device) const {
-  const sl_capabilities_t& caps = impl_->table->caps;
-  return (caps.device_mask & (1u << static_cast<int>(device.type))) &&
-         (caps.reduce_dtype_mask[static_cast<int>(op)] & (1u << static_cast<int>(dtype)));
+  const sl_capabilities_t* caps = impl_->table->caps;
+  return (caps->device_mask & (1u << static_cast<int>(device.type))) &&
+         (sl_caps_reduce_dtypes(caps, static_cast<sl_redop_t>(op)) &
+          (1u << static_cast<int>(dtype)));
 }
 
 absl::Status Communicator::Abort() {

@@ -14,7 +14,7 @@
 namespace syncline {
 
 struct Communicator::Impl {
-  const sl_backend_v1_t* table = nullptr;  // possibly wrapped by interposers
+  const sl_backend_t* table = nullptr;  // possibly wrapped by interposers
   // The plugin communicator and its store, shared with every Work posted on
   // it: the last of them destroys it (backend_comm.h).
   std::shared_ptr<internal::BackendComm> backend;

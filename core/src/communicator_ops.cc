@@ -17,6 +17,7 @@
 #include "loader.h"
 #include "store_adapter.h"
 #include "syncline/communicator.h"
+#include "syncline/plugin_sdk/op_format.h"
 #include "syncline/status.h"
 #include "work_impl.h"
 
@@ -70,7 +71,20 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
   label.redop = redop;
   label.root = root;
   label.peer = peer;
+  label.tag = tag;
   label.where = &impl_->recorder->where();
+  sl_op_t op = sl_op_init(op_kind);
+  op.seq = seq;
+  op.send = sl_buffer_t{send.data, send.count, static_cast<sl_dtype_t>(send.dtype),
+                        static_cast<sl_device_type_t>(send.device.type), send.device.index,
+                        send.stream};
+  op.recv = sl_buffer_t{recv.data, recv.count, static_cast<sl_dtype_t>(recv.dtype),
+                        static_cast<sl_device_type_t>(recv.device.type), recv.device.index,
+                        recv.stream};
+  op.redop = static_cast<sl_redop_t>(redop);
+  op.root = root;
+  op.peer = peer;
+  op.tag = tag;
   auto invalid = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(label.ToString(), ": ", why));
   };
@@ -114,7 +128,8 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
   }
 
   // Capability checks: fail clearly rather than compute something wrong.
-  const sl_capabilities_t& caps = impl_->table->caps;
+  const sl_capabilities_t& caps = *impl_->table->caps;
+  const uint32_t reduce_dtypes = sl_caps_reduce_dtypes(&caps, static_cast<sl_redop_t>(redop));
   if (op_kind != SL_OP_BARRIER && data.count > 0) {
     if (!HasBit(caps.device_mask, static_cast<int>(data.device.type))) {
       return invalid(absl::StrFormat(
@@ -133,26 +148,13 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
     return absl::UnimplementedError(absl::StrCat(label.ToString(), ": backend ", impl_->name,
                                                  " does not implement ", kind_name));
   }
-  if (reduces && !HasBit(caps.reduce_dtype_mask[redop], static_cast<int>(data.dtype))) {
+  if (reduces && !HasBit(reduce_dtypes, static_cast<int>(data.dtype))) {
     return absl::UnimplementedError(absl::StrCat(
         label.ToString(), ": backend ", impl_->name, " cannot reduce ", DataTypeName(data.dtype),
         " with ", ReduceOpName(static_cast<ReduceOp>(redop)), "; it can for: ",
-        DtypeNames(caps.reduce_dtype_mask[redop])));
+        DtypeNames(reduce_dtypes)));
   }
 
-  sl_op_t op{};
-  op.kind = op_kind;
-  op.seq = seq;
-  op.send = sl_buffer_t{send.data, send.count, static_cast<sl_dtype_t>(send.dtype),
-                        static_cast<sl_device_type_t>(send.device.type), send.device.index,
-                        send.stream};
-  op.recv = sl_buffer_t{recv.data, recv.count, static_cast<sl_dtype_t>(recv.dtype),
-                        static_cast<sl_device_type_t>(recv.device.type), recv.device.index,
-                        recv.stream};
-  op.redop = static_cast<sl_redop_t>(redop);
-  op.root = root;
-  op.peer = peer;
-  op.tag = tag;
   absl::Duration deadline = timeout > absl::ZeroDuration() ? timeout : timeout_;
   op.timeout_ms = absl::ToInt64Milliseconds(deadline);
   sl_request_t* request = nullptr;

@@ -21,8 +21,8 @@ std::vector<BackendProbe> ProbeBackends() {
       probe.loaded = true;
       probe.abi_version = (*table)->abi_version;
       probe.detail = (*table)->version ? (*table)->version : "";
-      if ((*table)->caps.device_mask & (1u << SL_DEVICE_CPU)) probe.devices.push_back("cpu");
-      if ((*table)->caps.device_mask & (1u << SL_DEVICE_CUDA)) probe.devices.push_back("cuda");
+      if ((*table)->caps->device_mask & (1u << SL_DEVICE_CPU)) probe.devices.push_back("cpu");
+      if ((*table)->caps->device_mask & (1u << SL_DEVICE_CUDA)) probe.devices.push_back("cuda");
     } else {
       probe.detail = std::string(table.status().message());
     }

@@ -27,21 +27,21 @@ std::vector<std::string> AvailableBackends();
 // Opens libsyncline-backend-<name>.so and validates its table. The error
 // lists every path tried and why each failed, the other backends that load,
 // and apart from them the plugin files found that do not load, with why.
-absl::StatusOr<const sl_backend_v1_t*> LoadBackend(const std::string& name);
+absl::StatusOr<const sl_backend_t*> LoadBackend(const std::string& name);
 
 // Wraps `base` in the interposers named (outermost first), e.g. {"trace"}.
-absl::StatusOr<const sl_backend_v1_t*> ApplyInterposers(
-    const sl_backend_v1_t* base, const std::vector<std::string>& names);
+absl::StatusOr<const sl_backend_t*> ApplyInterposers(
+    const sl_backend_t* base, const std::vector<std::string>& names);
 
 // Checks a table: ABI version, struct size, required entry points.
-absl::Status ValidateBackendTable(const sl_backend_v1_t* table,
+absl::Status ValidateBackendTable(const sl_backend_t* table,
                                   const std::string& path);
 
 // Validates `table` and returns the table the core should use: `table`
-// itself, or, for a plugin built with a shorter sl_backend_v1_t (an older
+// itself, or, for a plugin built with a shorter sl_backend_t (an older
 // plugin_abi.h), a zero-extended copy that lives as long as the process, so
-// that the entries appended since read as NULL (plugin_abi.h, "Versioning").
-absl::StatusOr<const sl_backend_v1_t*> AdoptBackendTable(const sl_backend_v1_t* table,
+// that the entries appended since read as NULL (plugin_abi.h, version policy).
+absl::StatusOr<const sl_backend_t*> AdoptBackendTable(const sl_backend_t* table,
                                                          const std::string& path);
 
 }  // namespace syncline::internal

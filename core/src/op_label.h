@@ -7,7 +7,8 @@
 // Formatting that text on every post cost a string format, five appends and
 // two heap copies per op, on the path of an 8-byte allreduce (bench/README.md,
 // "The 8-byte path"); an OpLabel is a few words copied by value, and the text
-// is built from them on demand, identical to what was formatted eagerly.
+// is built from them on demand by the plugin SDK's one description of an op
+// (SlDescribeOp), so the core's messages read as the backends' do.
 //
 // Thread safety: a value; `where` points into the communicator's
 // FlightRecorder, which every holder of a label keeps alive.
@@ -28,6 +29,7 @@ struct OpLabel {
   int redop = 0;     // ReduceOp (reductions)
   int root = 0;      // broadcast, reduce
   int peer = -1;     // send, recv
+  uint32_t tag = 0;  // send, recv
   // " on rank 1/4 over gloo": the same for every op of a communicator, so
   // it is formatted once (FlightRecorder::where()). Null: left out.
   const std::string* where = nullptr;

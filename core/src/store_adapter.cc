@@ -48,7 +48,7 @@ sl_result_t CAdd(void* ctx, const char* key, int64_t delta, int64_t* result,
 }  // namespace
 
 sl_store_t MakeCStore(Store* store) {
-  return sl_store_t{store, &CSet, &CGet, &CFree, &CAdd};
+  return sl_store_t{sizeof(sl_store_t), store, &CSet, &CGet, &CFree, &CAdd};
 }
 
 namespace {

@@ -189,7 +189,7 @@ class TcpStore final : public Store {
     SL_RETURN_IF_ERROR(CheckKey(key));
     auto reply = Call(Req(proto::Command::kGet).Bytes(key).Int(Ms(timeout)),
                       timeout + kReplySlack);
-    if (!reply.ok()) return Annotate(reply.status(), {std::string(key)}, timeout);
+    if (!reply.ok()) return Annotate(reply.status(), timeout);
     proto::Reader r(*reply);
     std::string value;
     if (!r.Bytes(&value, kStoreMaxValueBytes)) return Malformed();
@@ -221,7 +221,7 @@ class TcpStore final : public Store {
     w.Int(Ms(timeout));
     auto reply = Call(w, timeout + kReplySlack);
     if (!reply.ok()) {
-      return Annotate(reply.status(), {keys.begin(), keys.end()}, timeout);
+      return Annotate(reply.status(), timeout);
     }
     return absl::OkStatus();
   }
@@ -299,8 +299,8 @@ class TcpStore final : public Store {
     return absl::DataLossError(absl::StrCat("malformed reply from the store at ",
                                             options_.host, ":", options_.port));
   }
-  absl::Status Annotate(const absl::Status& s, std::vector<std::string> keys,
-                        absl::Duration timeout) const {
+  // A "missing:" reply names the keys the store lacks, with the deadline.
+  absl::Status Annotate(const absl::Status& s, absl::Duration timeout) const {
     if (s.message().rfind("missing:", 0) == 0) {
       std::vector<std::string> missing =
           absl::StrSplit(s.message().substr(8), '\n', absl::SkipEmpty());

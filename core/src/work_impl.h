@@ -37,7 +37,7 @@ class PluginWork final : public Work {
   absl::Status Finish(sl_result_t result, const sl_error_t& err);
 
   const std::shared_ptr<BackendComm> backend_;
-  const sl_backend_v1_t* const table_;
+  const sl_backend_t* const table_;
   sl_request_t* request_;
   const size_t slot_;  // in backend_'s tracked requests
   const uint64_t seq_;

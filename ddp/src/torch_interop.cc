@@ -79,6 +79,8 @@ bool WaitForTensorOp(Work& work, const at::Tensor& t, const std::string& what) {
     t.record_stream(stream);
     return true;
   }
+#else
+  (void)t;  // only CUDA tensors are waited on through their stream
 #endif
   ThrowIfError(work.Wait(), what + " (" + work.Describe() + ")");
   return false;

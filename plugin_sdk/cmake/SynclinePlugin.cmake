@@ -21,10 +21,10 @@ include(GNUInstallDirs)
 # A MODULE library that the core's loader can open:
 #   BACKEND (the default)  target syncline-backend-<name>,
 #                          file libsyncline-backend-<name>.so, exporting
-#                          syncline_backend_plugin_v1 only;
+#                          syncline_backend_plugin_v2 only;
 #   INTERPOSER             target syncline-plugin-<name>,
 #                          file libsyncline-plugin-<name>.so, exporting
-#                          syncline_interposer_plugin_v1 only.
+#                          syncline_interposer_plugin_v2 only.
 # Everything else is hidden (hidden visibility, inline functions included,
 # and a version script), so the plugin's C++ internals and the templates it
 # instantiates cannot interpose on the host's or another plugin's. The

@@ -1,12 +1,12 @@
 // interposer.cc: the wrapped table's entry points; see interposer.h.
 //
-// comm_create is the one entry point that receives no handle of ours, so it
-// cannot find the next layer through one. Each wrapped table therefore gets
-// its own comm_create, an instance of CommCreateAt<N> bound to slot N, which
-// holds that table's `next`. Every other entry point finds `next` through
-// the WrappedComm or WrappedRequest it is handed.
+// comm_create is the one entry point that receives no handle of ours: it
+// gets the wrapped table's ctx, the Layer (this plugin's info and the next
+// layer) that Wrap() made for that table. Every other entry point finds
+// the next layer through the WrappedComm or WrappedRequest it is handed.
 #include "syncline/plugin_sdk/interposer.h"
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -15,100 +15,82 @@
 #include "syncline/plugin_sdk/error.h"
 
 namespace syncline::plugin {
+
+struct LayerAccess {
+  static void Set(WrappedComm* comm, const InterposerInfo* info) { comm->info_ = info; }
+  static const InterposerInfo* Get(const WrappedComm* comm) { return comm->info_; }
+};
+
 namespace {
 
 using backend::SlGuard;
 using backend::SlGuardVoid;
 using backend::SlSetError;
 
-constexpr int kMaxSlots = 8;
-
-struct Slot {
+// One wrapped table: made under the mutex and never changed or freed
+// afterwards (the ABI says a wrapped table lives until the process exits).
+struct Layer {
   const InterposerInfo* info = nullptr;
-  const sl_backend_v1_t* next = nullptr;
+  const sl_backend_t* next = nullptr;
   std::string version;
-  sl_backend_v1_t table{};
+  sl_backend_t table{};
 };
 
-// Slots are filled under the mutex and never change or go away afterwards
-// (the ABI says a wrapped table lives until the process exits), so entry
-// points read a published slot without locking.
-std::mutex g_slots_mu;
-std::atomic<Slot*> g_slots[kMaxSlots];
+std::mutex g_layers_mu;
+std::vector<std::unique_ptr<Layer>>& Layers() {
+  static auto* layers = new std::vector<std::unique_ptr<Layer>>();  // intentionally leaked
+  return *layers;
+}
 
 WrappedComm* Unwrap(sl_comm_t* comm) { return reinterpret_cast<WrappedComm*>(comm); }
 WrappedRequest* Unwrap(sl_request_t* request) {
   return reinterpret_cast<WrappedRequest*>(request);
 }
 
-sl_result_t CommCreate(int slot_index, const sl_comm_config_t* config, sl_comm_t** comm,
+sl_result_t CommCreate(void* ctx, const sl_comm_config_t* config, sl_comm_t** comm,
                        sl_error_t* err) {
-  const Slot* slot = g_slots[slot_index].load(std::memory_order_acquire);
-  return SlGuard(err, slot->info->name, [&] {
+  const Layer* layer = static_cast<const Layer*>(ctx);
+  return SlGuard(err, layer->info->name, [&] {
     if (config == nullptr || comm == nullptr) {
       return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
                         "%s comm_create: null config or output pointer",
-                        slot->info->name);
+                        layer->info->name);
     }
     std::unique_ptr<WrappedComm> created;
-    const sl_result_t rc = slot->info->create(slot->next, *config, &created, err);
+    const sl_result_t rc = layer->info->create(layer->next, *config, &created, err);
     if (rc != SL_OK) return rc;
+    LayerAccess::Set(created.get(), layer->info);
     *comm = reinterpret_cast<sl_comm_t*>(created.release());
     return SL_OK;
   });
 }
 
-template <int N>
-sl_result_t CommCreateAt(const sl_comm_config_t* config, sl_comm_t** comm,
-                         sl_error_t* err) {
-  return CommCreate(N, config, comm, err);
-}
-
-using CommCreateFn = sl_result_t (*)(const sl_comm_config_t*, sl_comm_t**, sl_error_t*);
-constexpr CommCreateFn kCommCreateFns[kMaxSlots] = {
-    CommCreateAt<0>, CommCreateAt<1>, CommCreateAt<2>, CommCreateAt<3>,
-    CommCreateAt<4>, CommCreateAt<5>, CommCreateAt<6>, CommCreateAt<7>};
-
-sl_result_t CommSplit(int slot_index, sl_comm_t* parent, int32_t color, int32_t key,
-                      const sl_store_t* store, uint64_t new_comm_id, sl_comm_t** child,
-                      sl_error_t* err) {
-  const Slot* slot = g_slots[slot_index].load(std::memory_order_acquire);
-  return SlGuard(err, slot->info->name, [&] {
+sl_result_t CommSplit(sl_comm_t* parent, int32_t color, int32_t key, const sl_store_t* store,
+                      uint64_t new_comm_id, sl_comm_t** child, sl_error_t* err) {
+  return SlGuard(err, "interposer comm_split", [&] {
     if (parent == nullptr || child == nullptr) {
       return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
-                        "%s comm_split: null communicator or output pointer",
-                        slot->info->name);
+                        "comm_split: null communicator or output pointer");
     }
     *child = nullptr;
     WrappedComm* wrapped_parent = Unwrap(parent);
+    const InterposerInfo* info = LayerAccess::Get(wrapped_parent);
     sl_comm_t* inner = nullptr;
     sl_comm_config_t config{};
     const sl_result_t rc =
         wrapped_parent->SplitInner(color, key, store, new_comm_id, &inner, &config, err);
     if (rc != SL_OK || inner == nullptr) return rc;  // color < 0: no child
     std::unique_ptr<WrappedComm> made;
-    const sl_result_t wrapped = slot->info->wrap(slot->next, inner, config, &made, err);
+    const sl_result_t wrapped = info->wrap(wrapped_parent->next(), inner, config, &made, err);
     if (wrapped != SL_OK) {
-      slot->next->comm_destroy(inner);
+      wrapped_parent->next()->comm_destroy(inner);
       return wrapped;
     }
+    LayerAccess::Set(made.get(), info);
     *child = reinterpret_cast<sl_comm_t*>(made.release());
     return SL_OK;
   });
 }
-
-template <int N>
-sl_result_t CommSplitAt(sl_comm_t* parent, int32_t color, int32_t key,
-                        const sl_store_t* store, uint64_t new_comm_id, sl_comm_t** child,
-                        sl_error_t* err) {
-  return CommSplit(N, parent, color, key, store, new_comm_id, child, err);
-}
-
-using CommSplitFn = sl_result_t (*)(sl_comm_t*, int32_t, int32_t, const sl_store_t*,
-                                    uint64_t, sl_comm_t**, sl_error_t*);
-constexpr CommSplitFn kCommSplitFns[kMaxSlots] = {
-    CommSplitAt<0>, CommSplitAt<1>, CommSplitAt<2>, CommSplitAt<3>,
-    CommSplitAt<4>, CommSplitAt<5>, CommSplitAt<6>, CommSplitAt<7>};
 
 void CommDestroy(sl_comm_t* comm) {
   SlGuardVoid("interposer comm_destroy", [&] {
@@ -243,8 +225,7 @@ sl_result_t WrappedComm::SplitInner(int32_t color, int32_t key, const sl_store_t
   const uint64_t split = splits_.fetch_add(1) + 1;
   std::vector<int64_t> mine = {color, key};
   std::vector<int64_t> all(2 * static_cast<size_t>(size_));
-  sl_op_t x{};
-  x.kind = SL_OP_ALLGATHER;
+  sl_op_t x = sl_op_init(SL_OP_ALLGATHER);
   x.seq = SL_SEQ_INTERPOSER_BIT | SL_SEQ_SPLIT_BIT | split;
   x.send = sl_buffer_t{mine.data(), mine.size(), SL_I64, SL_DEVICE_CPU, 0, nullptr};
   x.recv = sl_buffer_t{all.data(), all.size(), SL_I64, SL_DEVICE_CPU, 0, nullptr};
@@ -263,15 +244,15 @@ sl_result_t WrappedComm::SplitInner(int32_t color, int32_t key, const sl_store_t
     if (before) ++child_rank;
     ++child_size;
   }
-  *child_config = sl_comm_config_t{child_rank,    child_size,  store,       device_,
+  *child_config = sl_comm_config_t{sizeof(sl_comm_config_t), child_rank,    child_size,  store,       device_,
                                    device_index_, timeout_ms_, new_comm_id, nullptr};
   return next_->comm_split(inner_, color, key, store, new_comm_id, child, err);
 }
 
-sl_result_t CreateInner(const sl_backend_v1_t* next, const sl_comm_config_t& config,
+sl_result_t CreateInner(const sl_backend_t* next, const sl_comm_config_t& config,
                         sl_comm_t** inner, sl_error_t* err) {
   *inner = nullptr;
-  const sl_result_t rc = next->comm_create(&config, inner, err);
+  const sl_result_t rc = next->comm_create(next->ctx, &config, inner, err);
   if (rc == SL_OK && *inner == nullptr) {
     return SlSetError(err, SL_ERR_INTERNAL, "%s comm_create returned no communicator",
                       next->name);
@@ -279,55 +260,50 @@ sl_result_t CreateInner(const sl_backend_v1_t* next, const sl_comm_config_t& con
   return rc;
 }
 
-sl_result_t Wrap(const InterposerInfo& info, const sl_backend_v1_t* next,
-                 const sl_backend_v1_t** wrapped, sl_error_t* err) {
+sl_result_t Wrap(const InterposerInfo& info, const sl_backend_t* next,
+                 const sl_backend_t** wrapped, sl_error_t* err) {
   return SlGuard(err, info.name, [&] {
     if (next == nullptr || wrapped == nullptr) {
       return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "%s wrap: null table or output",
                         info.name);
     }
-    std::lock_guard<std::mutex> lock(g_slots_mu);
-    for (int i = 0; i < kMaxSlots; ++i) {
-      Slot* slot = g_slots[i].load(std::memory_order_acquire);
-      if (slot == nullptr) {
-        slot = new Slot();  // lives until exit, as the ABI requires
-        slot->info = &info;
-        slot->next = next;
-        slot->version =
-            std::string(next->version ? next->version : "?") + " +" + info.name;
-        sl_backend_v1_t& t = slot->table;
-        t.abi_version = SL_ABI_VERSION;
-        t.struct_size = sizeof(sl_backend_v1_t);
-        t.name = next->name;
-        t.version = slot->version.c_str();
-        t.caps = next->caps;
-        t.comm_create = kCommCreateFns[i];
-        t.comm_destroy = CommDestroy;
-        t.comm_abort = CommAbort;
-        // Split children are wrapped like created ones; without a next
-        // comm_split (or a way to wrap, or CPU buffers for the rank
-        // exchange) the core falls back to comm_create, wrapped too.
-        const bool can_split = next->comm_split != nullptr && info.wrap != nullptr &&
-                               (next->caps.device_mask & (1u << SL_DEVICE_CPU)) != 0;
-        t.comm_split = can_split ? kCommSplitFns[i] : nullptr;
-        t.post = Post;
-        t.request_test = RequestTest;
-        t.request_wait = RequestWait;
-        t.request_free = RequestFree;
-        // Passed through only where the next layer has it, so that the core
-        // host-waits (through request_wait, and these hooks) everywhere else.
-        t.request_stream_wait =
-            next->request_stream_wait != nullptr ? RequestStreamWait : nullptr;
-        g_slots[i].store(slot, std::memory_order_release);
-      }
-      if (slot->next == next) {
-        *wrapped = &slot->table;
+    std::lock_guard<std::mutex> lock(g_layers_mu);
+    for (const std::unique_ptr<Layer>& layer : Layers()) {
+      if (layer->info == &info && layer->next == next) {
+        *wrapped = &layer->table;
         return SL_OK;
       }
     }
-    return SlSetError(err, SL_ERR_UNAVAILABLE,
-                      "%s wrap: more than %d distinct backends wrapped in one process",
-                      info.name, kMaxSlots);
+    auto layer = std::make_unique<Layer>();
+    layer->info = &info;
+    layer->next = next;
+    layer->version = std::string(next->version ? next->version : "?") + " +" + info.name;
+    sl_backend_t& t = layer->table;
+    t.abi_version = SL_ABI_VERSION;
+    t.struct_size = sizeof(sl_backend_t);
+    t.name = next->name;
+    t.version = layer->version.c_str();
+    t.caps = next->caps;
+    t.ctx = layer.get();
+    t.comm_create = CommCreate;
+    t.comm_destroy = CommDestroy;
+    t.comm_abort = CommAbort;
+    // Split children are wrapped like created ones; without a next
+    // comm_split (or a way to wrap, or CPU buffers for the rank exchange)
+    // the core falls back to comm_create, wrapped too.
+    const bool can_split = next->comm_split != nullptr && info.wrap != nullptr &&
+                           (next->caps->device_mask & (1u << SL_DEVICE_CPU)) != 0;
+    t.comm_split = can_split ? CommSplit : nullptr;
+    t.post = Post;
+    t.request_test = RequestTest;
+    t.request_wait = RequestWait;
+    t.request_free = RequestFree;
+    // Passed through only where the next layer has it, so that the core
+    // host-waits (through request_wait, and these hooks) everywhere else.
+    t.request_stream_wait = next->request_stream_wait != nullptr ? RequestStreamWait : nullptr;
+    *wrapped = &t;
+    Layers().push_back(std::move(layer));
+    return SL_OK;
   });
 }
 

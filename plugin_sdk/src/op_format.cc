@@ -47,14 +47,7 @@ const sl_buffer_t& DataBuffer(const sl_op_t& op) {
 }
 
 size_t OpCount(const sl_op_t& op) {
-  switch (op.kind) {
-    case SL_OP_BARRIER:
-      return 0;
-    case SL_OP_REDUCE_SCATTER:
-      return op.recv.count;
-    default:
-      return DataBuffer(op).count;
-  }
+  return op.kind == SL_OP_BARRIER ? 0 : DataBuffer(op).count;
 }
 
 uint64_t OpBytes(const sl_op_t& op, int world_size) {
@@ -86,22 +79,42 @@ double BusBandwidthFactor(sl_op_kind_t kind, int world_size) {
   }
 }
 
-std::string DescribeOp(sl_op_kind_t kind, int dtype, uint64_t count, int redop, int root,
-                       int peer) {
-  std::string out = std::string(OpKindName(kind)) + "(";
-  if (kind != SL_OP_BARRIER) {
-    out += std::string(DtypeName(dtype)) + ", " + std::to_string(count);
-    if (Reduces(kind)) out += std::string(", ") + RedopName(redop);
-    if (HasRoot(kind)) out += ", root " + std::to_string(root);
-    if (kind == SL_OP_SEND) out += ", to rank " + std::to_string(peer);
-    if (kind == SL_OP_RECV) out += ", from rank " + std::to_string(peer);
+}  // namespace syncline::plugin
+
+namespace syncline::backend {
+
+std::string SlOpName(sl_op_kind_t kind, uint64_t seq) {
+  std::string out = plugin::OpKindName(kind);
+  if (seq & SL_SEQ_P2P_BIT) {
+    out += " p2p#" + std::to_string(seq & ~SL_SEQ_P2P_BIT);
+  } else if (seq & SL_SEQ_INTERPOSER_BIT) {
+    out += " internal#" +
+           std::to_string(seq & ~(SL_SEQ_INTERPOSER_BIT | SL_SEQ_SPLIT_BIT | SL_SEQ_CHECK_BIT));
+  } else if (seq != 0) {
+    out += " #" + std::to_string(seq);
+  }
+  return out;
+}
+
+std::string SlOpName(const sl_op_t& op) { return SlOpName(op.kind, op.seq); }
+
+std::string SlDescribeOp(sl_op_kind_t kind, uint64_t seq, int dtype, uint64_t count,
+                         int redop, int root, int peer, uint32_t tag) {
+  std::string out = SlOpName(kind, seq);
+  if (kind == SL_OP_BARRIER) return out;
+  out += std::string(" (") + plugin::DtypeName(dtype) + " x " + std::to_string(count);
+  if (plugin::Reduces(kind)) out += std::string(", ") + plugin::RedopName(redop);
+  if (plugin::HasRoot(kind)) out += ", root " + std::to_string(root);
+  if (kind == SL_OP_SEND || kind == SL_OP_RECV) {
+    out += std::string(kind == SL_OP_SEND ? ", to rank " : ", from rank ") +
+           std::to_string(peer) + ", tag " + std::to_string(tag);
   }
   return out + ")";
 }
 
-std::string DescribeOp(const sl_op_t& op) {
-  return DescribeOp(op.kind, DataBuffer(op).dtype, OpCount(op), op.redop, op.root,
-                    op.peer);
+std::string SlDescribeOp(const sl_op_t& op) {
+  return SlDescribeOp(op.kind, op.seq, plugin::DataBuffer(op).dtype, plugin::OpCount(op),
+                      op.redop, op.root, op.peer, op.tag);
 }
 
-}  // namespace syncline::plugin
+}  // namespace syncline::backend

@@ -1,7 +1,6 @@
 #include "syncline/plugin_sdk/reduce.h"
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -211,45 +210,6 @@ const char* SlRedopName(sl_redop_t op) {
 const char* SlOpKindName(sl_op_kind_t kind) {
   const char* name = sl_op_kind_name(kind);
   return name != nullptr ? name : "invalid-op";
-}
-
-std::string SlDescribeOp(const sl_op_t& op) {
-  const bool uses_send = op.kind == SL_OP_SEND || op.kind == SL_OP_REDUCE_SCATTER ||
-                         op.kind == SL_OP_ALLGATHER || op.kind == SL_OP_ALLTOALL ||
-                         op.kind == SL_OP_REDUCE;
-  const sl_buffer_t& data = uses_send ? op.send : op.recv;
-  const char* kind = SlOpKindName(op.kind);
-  const char* dtype = SlDtypeName(data.dtype);
-  char text[192];
-  switch (op.kind) {
-    case SL_OP_BARRIER:
-      std::snprintf(text, sizeof(text), "barrier #%" PRIu64, op.seq);
-      break;
-    case SL_OP_ALLREDUCE:
-    case SL_OP_REDUCE_SCATTER:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s)", kind, op.seq, dtype,
-                    data.count, SlRedopName(op.redop));
-      break;
-    case SL_OP_REDUCE:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s, root %d)", kind,
-                    op.seq, dtype, data.count, SlRedopName(op.redop), op.root);
-      break;
-    case SL_OP_BROADCAST:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, root %d)", kind, op.seq,
-                    dtype, data.count, op.root);
-      break;
-    case SL_OP_SEND:
-    case SL_OP_RECV:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu, %s rank %d, tag %u)",
-                    kind, op.seq, dtype, data.count, op.kind == SL_OP_SEND ? "to" : "from",
-                    op.peer, op.tag);
-      break;
-    default:
-      std::snprintf(text, sizeof(text), "%s #%" PRIu64 " (%s x %zu)", kind, op.seq, dtype,
-                    data.count);
-      break;
-  }
-  return text;
 }
 
 }  // namespace syncline::backend

@@ -1,7 +1,6 @@
 // validate.cc: see validate.h.
 #include "syncline/plugin_sdk/validate.h"
 
-#include <cinttypes>
 #include <cstdio>
 
 #include "syncline/plugin_sdk/reduce.h"
@@ -78,19 +77,14 @@ bool ShapeFits(const sl_op_t& op, int rank, int size) {
 
 }  // namespace
 
-std::string SlOpName(const sl_op_t& op) {
-  char text[64];
-  if (op.seq & SL_SEQ_P2P_BIT) {
-    std::snprintf(text, sizeof(text), "%s p2p#%" PRIu64, SlOpKindName(op.kind),
-                  op.seq & ~SL_SEQ_P2P_BIT);
-  } else {
-    std::snprintf(text, sizeof(text), "%s #%" PRIu64, SlOpKindName(op.kind), op.seq);
-  }
-  return text;
-}
-
 sl_result_t SlValidateOp(const sl_op_t& op, int rank, int size, const SlOpRules& rules,
                          std::string* message) {
+  if (op.struct_size < SL_OP_MIN_SIZE) {
+    *message = "op of " + std::to_string(op.struct_size) + " bytes, expected at least " +
+               std::to_string(SL_OP_MIN_SIZE) +
+               " (its struct_size is unset: start ops from sl_op_init)";
+    return SL_ERR_INVALID_ARGUMENT;
+  }
   if (static_cast<int>(op.kind) < 0 || op.kind >= SL_OP_KIND_COUNT) {
     *message = "unknown op kind " + std::to_string(static_cast<int>(op.kind));
     return SL_ERR_INVALID_ARGUMENT;

@@ -19,7 +19,7 @@ using Stage = PendingOp::Stage;
 constexpr int64_t kGraceMs = 5000;
 
 // Publishes the worker's verdict on `p` and wakes its waiters.
-void Resolve(const sl_backend_v1_t* next, PendingOp& p, sl_result_t rc,
+void Resolve(const sl_backend_t* next, PendingOp& p, sl_result_t rc,
              const std::string& message, sl_request_t* inner) {
   bool free_now = false;
   {
@@ -42,7 +42,7 @@ void Resolve(const sl_backend_v1_t* next, PendingOp& p, sl_result_t rc,
 // the op over it reports "running"; then it forwards to the inner request.
 class CheckRequest : public WrappedRequest {
  public:
-  CheckRequest(const sl_backend_v1_t* next, std::shared_ptr<PendingOp> pending)
+  CheckRequest(const sl_backend_t* next, std::shared_ptr<PendingOp> pending)
       : WrappedRequest(next, nullptr), next_(next), pending_(std::move(pending)) {}
 
   ~CheckRequest() override {
@@ -111,13 +111,13 @@ class CheckRequest : public WrappedRequest {
   }
 
  private:
-  const sl_backend_v1_t* const next_;
+  const sl_backend_t* const next_;
   const std::shared_ptr<PendingOp> pending_;
 };
 
 }  // namespace
 
-CheckComm::CheckComm(const sl_backend_v1_t* next, sl_comm_t* inner,
+CheckComm::CheckComm(const sl_backend_t* next, sl_comm_t* inner,
                      const sl_comm_config_t& config, const CheckOptions& options)
     : WrappedComm(next, inner, config), options_(options) {
   worker_ = std::thread([this] { WorkerLoop(); });
@@ -277,8 +277,7 @@ sl_result_t CheckComm::WaitToEnd(sl_request_t* request, int64_t timeout_ms,
 sl_result_t CheckComm::Exchange(const Fingerprint& mine, uint64_t seq, int64_t timeout_ms,
                                 std::vector<Fingerprint>* all, std::string* message) {
   all->assign(static_cast<size_t>(size()), Fingerprint{});
-  sl_op_t x{};
-  x.kind = SL_OP_ALLGATHER;
+  sl_op_t x = sl_op_init(SL_OP_ALLGATHER);
   x.seq = kExchangeSeqBits | seq;
   x.send = sl_buffer_t{const_cast<Fingerprint*>(&mine),
                        sizeof(Fingerprint),
@@ -304,7 +303,7 @@ sl_result_t CheckComm::Exchange(const Fingerprint& mine, uint64_t seq, int64_t t
   // The inner layer names the exchange by its internal sequence number;
   // say what it is instead.
   std::string inner_message = inner_err.message;
-  const std::string internal = "allgather #" + std::to_string(x.seq);
+  const std::string internal = backend::SlOpName(x);  // "allgather internal#<seq>"
   const size_t at = inner_message.find(internal);
   if (at != std::string::npos) {
     inner_message.replace(at, internal.size(),

@@ -76,7 +76,7 @@ struct PendingOp {
 
 class CheckComm : public WrappedComm {
  public:
-  CheckComm(const sl_backend_v1_t* next, sl_comm_t* inner, const sl_comm_config_t& config,
+  CheckComm(const sl_backend_t* next, sl_comm_t* inner, const sl_comm_config_t& config,
             const CheckOptions& options);
   ~CheckComm() override;
 

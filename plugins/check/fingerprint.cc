@@ -63,8 +63,9 @@ auto Identity(const Fingerprint& f) {
 }
 
 std::string Describe(const Fingerprint& f) {
-  return DescribeOp(static_cast<sl_op_kind_t>(f.kind), f.dtype, f.count, f.redop, f.root,
-                    -1);
+  // seq 0: the message names the op's number once, before the ranks.
+  return backend::SlDescribeOp(static_cast<sl_op_kind_t>(f.kind), 0, f.dtype, f.count,
+                               f.redop, f.root, -1, 0);
 }
 
 std::string RanksLabel(const std::vector<int>& ranks) {

@@ -36,7 +36,7 @@ struct Fingerprint {
   uint32_t magic;  // kFingerprintMagic: catches a peer of another build
   uint32_t kind;   // sl_op_kind_t
   uint64_t seq;
-  uint64_t count;      // elements per rank (OpCount)
+  uint64_t count;      // elements of the data buffer (OpCount)
   int32_t dtype;       // -1 for barrier
   int32_t root;        // -1 unless broadcast/reduce
   int32_t redop;       // -1 unless the op reduces

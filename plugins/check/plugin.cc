@@ -22,10 +22,10 @@ CheckOptions OptionsFromEnv() {
   return options;
 }
 
-sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& config,
+sl_result_t CreateComm(const sl_backend_t* next, const sl_comm_config_t& config,
                        std::unique_ptr<WrappedComm>* comm, sl_error_t* err) {
   // The fingerprints travel in a CPU buffer.
-  if ((next->caps.device_mask & (1u << SL_DEVICE_CPU)) == 0) {
+  if ((next->caps->device_mask & (1u << SL_DEVICE_CPU)) == 0) {
     return backend::SlSetError(
         err, SL_ERR_UNSUPPORTED,
         "the check interposer needs a backend that moves CPU buffers, and %s does not; "
@@ -40,7 +40,7 @@ sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& conf
 }
 
 // A split child (only offered over CPU-capable backends, see Wrap()).
-sl_result_t WrapChild(const sl_backend_v1_t* next, sl_comm_t* inner,
+sl_result_t WrapChild(const sl_backend_t* next, sl_comm_t* inner,
                       const sl_comm_config_t& config, std::unique_ptr<WrappedComm>* comm,
                       sl_error_t* /*err*/) {
   *comm = std::make_unique<CheckComm>(next, inner, config, OptionsFromEnv());
@@ -49,7 +49,7 @@ sl_result_t WrapChild(const sl_backend_v1_t* next, sl_comm_t* inner,
 
 const InterposerInfo kInfo = {"check", CreateComm, WrapChild};
 
-sl_result_t WrapTable(const sl_backend_v1_t* next, const sl_backend_v1_t** wrapped,
+sl_result_t WrapTable(const sl_backend_t* next, const sl_backend_t** wrapped,
                       sl_error_t* err) {
   return Wrap(kInfo, next, wrapped, err);
 }
@@ -57,9 +57,8 @@ sl_result_t WrapTable(const sl_backend_v1_t* next, const sl_backend_v1_t** wrapp
 }  // namespace
 }  // namespace syncline::plugin::check
 
-extern "C" SL_PLUGIN_EXPORT const sl_interposer_v1_t* syncline_interposer_plugin_v1(
-    void) {
-  static const sl_interposer_v1_t table = {SL_ABI_VERSION, sizeof(sl_interposer_v1_t),
-                                           "check", syncline::plugin::check::WrapTable};
+extern "C" SL_PLUGIN_EXPORT const sl_interposer_t* SL_INTERPOSER_ENTRY(void) {
+  static const sl_interposer_t table = {SL_ABI_VERSION, sizeof(sl_interposer_t),
+                                         "check", syncline::plugin::check::WrapTable};
   return &table;
 }

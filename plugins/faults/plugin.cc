@@ -41,7 +41,7 @@ void Announce(int rank, const std::string& what) {
 // FaultsComm: applies this rank's faults to the ops it posts.
 class FaultsComm : public WrappedComm {
  public:
-  FaultsComm(const sl_backend_v1_t* next, sl_comm_t* inner,
+  FaultsComm(const sl_backend_t* next, sl_comm_t* inner,
              const sl_comm_config_t& config, std::vector<Fault> faults)
       : WrappedComm(next, inner, config), faults_(std::move(faults)) {}
 
@@ -50,7 +50,7 @@ class FaultsComm : public WrappedComm {
     // Faults apply in the order written, so "delay then kill" works.
     for (const Fault& f : faults_) {
       if (f.op != op.seq) continue;
-      const std::string what = DescribeOp(op) + " #" + std::to_string(op.seq);
+      const std::string what = backend::SlDescribeOp(op);
       switch (f.kind) {
         case FaultKind::kDelay:
           Announce(rank(), "delaying " + what + " by " + std::to_string(f.ms) + " ms");
@@ -106,7 +106,7 @@ sl_result_t FaultsFor(const sl_comm_config_t& config, std::vector<Fault>* mine,
   return SL_OK;
 }
 
-sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& config,
+sl_result_t CreateComm(const sl_backend_t* next, const sl_comm_config_t& config,
                        std::unique_ptr<WrappedComm>* comm, sl_error_t* err) {
   std::vector<Fault> mine;
   sl_result_t rc = FaultsFor(config, &mine, err);
@@ -120,7 +120,7 @@ sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& conf
 
 // A split child: the same faults apply to it by its own rank and comm id
 // (fail_init fails the split; the caller destroys the inner child).
-sl_result_t WrapChild(const sl_backend_v1_t* next, sl_comm_t* inner,
+sl_result_t WrapChild(const sl_backend_t* next, sl_comm_t* inner,
                       const sl_comm_config_t& config, std::unique_ptr<WrappedComm>* comm,
                       sl_error_t* err) {
   std::vector<Fault> mine;
@@ -132,7 +132,7 @@ sl_result_t WrapChild(const sl_backend_v1_t* next, sl_comm_t* inner,
 
 const InterposerInfo kInfo = {"faults", CreateComm, WrapChild};
 
-sl_result_t WrapTable(const sl_backend_v1_t* next, const sl_backend_v1_t** wrapped,
+sl_result_t WrapTable(const sl_backend_t* next, const sl_backend_t** wrapped,
                       sl_error_t* err) {
   return Wrap(kInfo, next, wrapped, err);
 }
@@ -140,9 +140,8 @@ sl_result_t WrapTable(const sl_backend_v1_t* next, const sl_backend_v1_t** wrapp
 }  // namespace
 }  // namespace syncline::plugin::faults
 
-extern "C" SL_PLUGIN_EXPORT const sl_interposer_v1_t* syncline_interposer_plugin_v1(
-    void) {
-  static const sl_interposer_v1_t table = {SL_ABI_VERSION, sizeof(sl_interposer_v1_t),
-                                           "faults", syncline::plugin::faults::WrapTable};
+extern "C" SL_PLUGIN_EXPORT const sl_interposer_t* SL_INTERPOSER_ENTRY(void) {
+  static const sl_interposer_t table = {SL_ABI_VERSION, sizeof(sl_interposer_t),
+                                         "faults", syncline::plugin::faults::WrapTable};
   return &table;
 }

@@ -20,7 +20,7 @@ namespace {
 
 class TraceRequest : public WrappedRequest {
  public:
-  TraceRequest(const sl_backend_v1_t* next, sl_request_t* inner, TraceEvent event)
+  TraceRequest(const sl_backend_t* next, sl_request_t* inner, TraceEvent event)
       : WrappedRequest(next, inner), event_(std::move(event)) {}
 
   ~TraceRequest() override {
@@ -46,7 +46,7 @@ class TraceRequest : public WrappedRequest {
 
 class TraceComm : public WrappedComm {
  public:
-  TraceComm(const sl_backend_v1_t* next, sl_comm_t* inner, const sl_comm_config_t& config)
+  TraceComm(const sl_backend_t* next, sl_comm_t* inner, const sl_comm_config_t& config)
       : WrappedComm(next, inner, config) {
     Recorder::Get().CommCreated(rank(), size());
   }
@@ -65,6 +65,7 @@ class TraceComm : public WrappedComm {
     e.redop = op.redop;
     e.root = op.root;
     e.peer = op.peer;
+    e.tag = op.tag;
     e.queued_us = NowMicros();
     sl_request_t* raw = nullptr;
     const sl_result_t rc = next()->post(inner(), &op, &raw, err);
@@ -82,7 +83,7 @@ class TraceComm : public WrappedComm {
   void OnDestroy() override { Recorder::Get().CommDestroyed(); }
 };
 
-sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& config,
+sl_result_t CreateComm(const sl_backend_t* next, const sl_comm_config_t& config,
                        std::unique_ptr<WrappedComm>* comm, sl_error_t* err) {
   sl_comm_t* inner = nullptr;
   const sl_result_t rc = CreateInner(next, config, &inner, err);
@@ -91,7 +92,7 @@ sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& conf
   return SL_OK;
 }
 
-sl_result_t WrapChild(const sl_backend_v1_t* next, sl_comm_t* inner,
+sl_result_t WrapChild(const sl_backend_t* next, sl_comm_t* inner,
                       const sl_comm_config_t& config, std::unique_ptr<WrappedComm>* comm,
                       sl_error_t* /*err*/) {
   *comm = std::make_unique<TraceComm>(next, inner, config);
@@ -100,7 +101,7 @@ sl_result_t WrapChild(const sl_backend_v1_t* next, sl_comm_t* inner,
 
 const InterposerInfo kInfo = {"trace", CreateComm, WrapChild};
 
-sl_result_t WrapTable(const sl_backend_v1_t* next, const sl_backend_v1_t** wrapped,
+sl_result_t WrapTable(const sl_backend_t* next, const sl_backend_t** wrapped,
                       sl_error_t* err) {
   return Wrap(kInfo, next, wrapped, err);
 }
@@ -108,9 +109,8 @@ sl_result_t WrapTable(const sl_backend_v1_t* next, const sl_backend_v1_t** wrapp
 }  // namespace
 }  // namespace syncline::plugin::trace
 
-extern "C" SL_PLUGIN_EXPORT const sl_interposer_v1_t* syncline_interposer_plugin_v1(
-    void) {
-  static const sl_interposer_v1_t table = {SL_ABI_VERSION, sizeof(sl_interposer_v1_t),
-                                           "trace", syncline::plugin::trace::WrapTable};
+extern "C" SL_PLUGIN_EXPORT const sl_interposer_t* SL_INTERPOSER_ENTRY(void) {
+  static const sl_interposer_t table = {SL_ABI_VERSION, sizeof(sl_interposer_t),
+                                         "trace", syncline::plugin::trace::WrapTable};
   return &table;
 }

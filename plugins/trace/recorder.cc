@@ -116,8 +116,8 @@ std::string FormatChromeTrace(const std::vector<TraceEvent>& events, int rank,
           rank, e.comm_id, e.comm_id, e.comm_rank, e.comm_size);
       out += buf;
     }
-    const std::string what =
-        DescribeOp(e.kind, e.dtype, e.count, e.redop, e.root, e.peer);
+    const std::string what = backend::SlDescribeOp(e.kind, e.seq, e.dtype, e.count, e.redop,
+                                                   e.root, e.peer, e.tag);
     const char* status = e.finished_us < 0   ? "unobserved"
                          : e.result == SL_OK ? "ok"
                                              : "error";
@@ -133,9 +133,7 @@ std::string FormatChromeTrace(const std::vector<TraceEvent>& events, int rank,
     if (e.result != SL_OK) args += ",\"error\":\"" + JsonEscape(e.error) + "\"";
     args += "}";
     // Send/recv have their own numbering (the core sets kP2pSeqBit on it).
-    const std::string name = std::string(OpKindName(e.kind)) +
-                             ((e.seq & kP2pSeqBit) ? " p2p#" : " #") +
-                             std::to_string(e.seq & kSeqMask);
+    const std::string name = backend::SlOpName(e.kind, e.seq);
     // The running span: a complete event on the communicator's track, where
     // collectives never overlap. Send/recv can overlap anything, so they
     // and the time spent queued are async spans, which may overlap.

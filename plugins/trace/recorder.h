@@ -50,6 +50,7 @@ struct TraceEvent {
   int redop = -1;
   int root = -1;
   int peer = -1;
+  uint32_t tag = 0;
   int64_t queued_us = 0;
   int64_t finished_us = -1;  // -1: freed before anyone saw it end
   sl_result_t result = SL_OK;

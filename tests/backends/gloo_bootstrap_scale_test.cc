@@ -65,7 +65,9 @@ TEST_P(GlooBootstrapScale, ARankSetsAndGetsOnePackedAddressPerPartner) {
       partners.insert((rank - step + size) % size);
     }
     const int n = static_cast<int>(partners.size());
-    if (size == 16) ASSERT_EQ(n, 7);
+    if (size == 16) {
+      ASSERT_EQ(n, 7);
+    }
     EXPECT_EQ(store->requests(), 2 * n)
         << "rank " << rank << " went to the store for more than its " << n << " partners";
     EXPECT_GE(store->bytes_read(), n * kPackedV4Bytes);

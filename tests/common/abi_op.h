@@ -13,8 +13,7 @@ namespace syncline::test_util {
 // with sum, root 0, peer 1.
 inline sl_op_t MakeOp(sl_op_kind_t kind, sl_buffer_t send, sl_buffer_t recv,
                       uint64_t seq) {
-  sl_op_t op{};
-  op.kind = kind;
+  sl_op_t op = sl_op_init(kind);
   op.seq = seq;
   op.send = send;
   op.recv = recv;

@@ -324,7 +324,9 @@ void ExpectMismatchReportedOnEveryRank(absl::Duration rank0_delay) {
     ASSERT_NE(store, nullptr);
     absl::StatusOr<int64_t> reported = store->Add("test/reported", 1);
     ASSERT_TRUE(reported.ok()) << reported.status();
-    if (*reported == size) ASSERT_TRUE(store->Set("test/all-reported", "1").ok());
+    if (*reported == size) {
+      ASSERT_TRUE(store->Set("test/all-reported", "1").ok());
+    }
     ASSERT_TRUE(store->Wait({"test/all-reported"}, absl::Seconds(60)).ok());
     ::_exit(st.ok() || ::testing::Test::HasFailure() ? 4 : 3);
   }, options);

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,17 +13,23 @@
 #include "gtest/gtest.h"
 #include "syncline/communicator.h"
 #include "syncline/plugin_abi.h"
+#include "syncline/status.h"
 
 namespace syncline {
 namespace {
 
-absl::Status CreateWith(const std::string& backend) {
+// A one-rank communicator over `backend`, wrapped in `plugins`.
+absl::StatusOr<std::unique_ptr<Communicator>> OneRank(const std::string& backend,
+                                                     std::vector<std::string> plugins = {}) {
   CommunicatorOptions options;
   options.backend = backend;
+  options.plugins = std::move(plugins);
   options.rank = 0;
   options.world_size = 1;
-  return Communicator::Create(options).status();
+  return Communicator::Create(options);
 }
+
+absl::Status CreateWith(const std::string& backend) { return OneRank(backend).status(); }
 
 class LoaderTest : public ::testing::Test {
  protected:
@@ -65,7 +72,8 @@ TEST_F(LoaderTest, AvailableBackendsAreOnlyThoseThatLoad) {
     EXPECT_THAT(loadable, ::testing::Not(::testing::HasSubstr(bad))) << m;
   }
   EXPECT_THAT(failing, ::testing::HasSubstr("notaplugin: "));
-  EXPECT_THAT(failing, ::testing::HasSubstr("does not export syncline_backend_plugin_v1"));
+  EXPECT_THAT(failing, ::testing::HasSubstr("does not export syncline_backend_plugin_v2 or "
+                                            "syncline_backend_plugin_v1"));
   EXPECT_THAT(failing, ::testing::HasSubstr("wrongabi: "));
   EXPECT_THAT(failing, ::testing::HasSubstr("ABI version 99"));
   EXPECT_THAT(failing, ::testing::HasSubstr("missingdep: "));
@@ -78,7 +86,7 @@ TEST_F(LoaderTest, LibraryWithoutEntryPointIsNotAPlugin) {
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()),
               ::testing::HasSubstr("not a Syncline backend (it does not export "
-                                   "syncline_backend_plugin_v1)"));
+                                   "syncline_backend_plugin_v2 or syncline_backend_plugin_v1)"));
 }
 
 TEST_F(LoaderTest, OtherAbiVersionIsRefused) {
@@ -114,12 +122,7 @@ int PluginCounter(const std::string& backend, const char* counter) {
 // {request_wait calls, request_stream_wait calls} during that call.
 std::pair<int, int> WaitStreamOn(const std::string& backend,
                                  std::vector<std::string> plugins = {}) {
-  CommunicatorOptions options;
-  options.backend = backend;
-  options.plugins = std::move(plugins);
-  options.rank = 0;
-  options.world_size = 1;
-  auto comm = Communicator::Create(options);
+  auto comm = OneRank(backend, std::move(plugins));
   EXPECT_TRUE(comm.ok()) << comm.status();
   if (!comm.ok()) return {-1, -1};
   std::vector<float> data = {1.5f, -2.0f};
@@ -135,9 +138,11 @@ std::pair<int, int> WaitStreamOn(const std::string& backend,
           PluginCounter(backend, "syncline_test_stream_waits") - stream_waits};
 }
 
-TEST_F(LoaderTest, TableOfTheFirstReleaseLoadsWithoutTheEntriesAppendedSince) {
-  // Its request_stream_wait field lies past struct_size and holds an entry
-  // that aborts the process: WaitStream must host-wait instead.
+// The version policy of plugin_abi.h, over bad_plugins/abi_compat.cc.
+TEST_F(LoaderTest, V1PluginLoadsThroughTheShimWithoutTheEntriesV1AppendedLater) {
+  // Built against the frozen v1 header; its request_stream_wait lies past
+  // struct_size and holds an entry that aborts the process: WaitStream
+  // must host-wait instead.
   EXPECT_EQ(WaitStreamOn("oldabi"), std::make_pair(1, 0));
 }
 
@@ -145,17 +150,67 @@ TEST_F(LoaderTest, CurrentTableGetsItsStreamWaitCalled) {
   EXPECT_EQ(WaitStreamOn("newabi"), std::make_pair(0, 1));
 }
 
-TEST_F(LoaderTest, TableSmallerThanTheFirstReleaseIsRefused) {
-  absl::Status s = CreateWith("shorttable");
+// Posts a one-rank f32 allreduce with `op` on `backend` (wrapped in
+// `plugins`) and checks its result.
+absl::Status AllreduceOn(const std::string& backend, ReduceOp op,
+                         std::vector<std::string> plugins = {}) {
+  auto comm = OneRank(backend, std::move(plugins));
+  if (!comm.ok()) return comm.status();
+  std::vector<float> data = {1.5f, -2.0f};
+  std::vector<float> out(2, 0.0f);
+  AllreduceOptions reduce;
+  reduce.op = op;
+  auto work = (*comm)->Allreduce(View(data), View(out), reduce);
+  if (!work.ok()) return work.status();
+  SL_RETURN_IF_ERROR((*work)->Wait());
+  if (out != data) return absl::InternalError("wrong result");
+  return absl::OkStatus();
+}
+
+TEST_F(LoaderTest, ShorterTableAndCapabilitiesLoadWithWhatTheyLackAbsent) {
+  // Cut after the required entries (a poisoned request_stream_wait beyond),
+  // capabilities of the minimum size listing one reduce op (sum).
+  EXPECT_EQ(WaitStreamOn("shorttable"), std::make_pair(1, 0));
+  EXPECT_TRUE(AllreduceOn("shorttable", ReduceOp::kSum).ok());
+  const absl::Status max = AllreduceOn("shorttable", ReduceOp::kMax);
+  EXPECT_TRUE(absl::IsUnimplemented(max)) << max;
+  EXPECT_THAT(std::string(max.message()), ::testing::HasSubstr("cannot reduce f32 with max"));
+}
+
+TEST_F(LoaderTest, GrownTableFromANewerHeaderLoadsAndWorks) {
+  // A field this loader does not know after the table (poisoned), longer
+  // capabilities, and two reduce ops past SL_REDOP_COUNT.
+  EXPECT_EQ(WaitStreamOn("growntable"), std::make_pair(0, 1));
+  EXPECT_TRUE(AllreduceOn("growntable", ReduceOp::kMax).ok());
+  const absl::Status prod = AllreduceOn("growntable", ReduceOp::kProd);
+  EXPECT_TRUE(absl::IsUnimplemented(prod)) << prod;
+}
+
+TEST_F(LoaderTest, TableWithABadSizeIsRefused) {
+  absl::Status s = CreateWith("badsize");
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()),
               ::testing::HasSubstr(absl::StrCat(
-                  "plugin table is ", offsetof(sl_backend_v1_t, post),
-                  " bytes, expected at least ", SL_BACKEND_V1_MIN_SIZE)));
+                  "libsyncline-backend-badsize.so: plugin table is ",
+                  offsetof(sl_backend_t, post), " bytes, expected at least ", SL_BACKEND_V2_MIN_SIZE)));
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("rebuild the plugin"));
 }
 
 #if SYNCLINE_TEST_INTERPOSERS
+// Each wrapped table carries its layer's state in ctx: the same interposer
+// stacks any number of times (the SDK used to stop at 8 fixed slots), and
+// every layer forwards to its own next layer.
+TEST_F(LoaderTest, TheSameInterposerStacksTwelveTimes) {
+  ::unsetenv("SYNCLINE_FAULT");
+  const std::vector<std::string> twelve(12, "faults");
+  const absl::Status sum = AllreduceOn("newabi", ReduceOp::kSum, twelve);
+  EXPECT_TRUE(sum.ok()) << sum;
+  EXPECT_EQ(WaitStreamOn("newabi", twelve), std::make_pair(0, 1));
+  // Over the v1 shim and a short table too, each with its own twelve layers.
+  EXPECT_EQ(WaitStreamOn("oldabi", twelve), std::make_pair(1, 0));
+  EXPECT_EQ(WaitStreamOn("shorttable", twelve), std::make_pair(1, 0));
+}
+
 TEST_F(LoaderTest, InterposersPassStreamWaitThroughOrLeaveItAbsent) {
   // Interposers are found next to libsyncline, after BAD_PLUGIN_DIR.
   ::unsetenv("SYNCLINE_FAULT");

@@ -93,7 +93,9 @@ void CheckOverlap(std::shared_ptr<Communicator> comm) {
     // Every bucket launched, in index order.
     int64_t expect = 0;
     for (const ReducerEvent& e : events) {
-      if (e.kind == Kind::kBucketLaunched) EXPECT_EQ(e.index, expect++);
+      if (e.kind == Kind::kBucketLaunched) {
+        EXPECT_EQ(e.index, expect++);
+      }
     }
     EXPECT_EQ(expect, static_cast<int64_t>(ddp.buckets().size()));
   }
@@ -265,7 +267,9 @@ void CheckRebuild(std::shared_ptr<Communicator> comm) {
     auto work = comm->Broadcast(View(rank0), {});
     ASSERT_TRUE(work.ok()) << work.status();
     ASSERT_TRUE((*work)->Wait().ok());
-    if (rank == 1) EXPECT_NE(mine, rank0) << "the test needs differing orders";
+    if (rank == 1) {
+      EXPECT_NE(mine, rank0) << "the test needs differing orders";
+    }
     ddp.PrepareForward();
     std::vector<int64_t> layout;
     for (const BucketInfo& b : ddp.buckets()) layout.push_back(b.param_indices.front());

@@ -87,7 +87,7 @@ cmake)
   count_plugin="$work/build/libsyncline-plugin-count.so"
   [ -f "$count_plugin" ] || { echo "FAILED: downstream plugin not built: $count_plugin"; exit 1; }
   exported=$(nm -D --defined-only "$count_plugin" | awk '{print $3}')
-  [ "$exported" = "syncline_interposer_plugin_v1" ] ||
+  [ "$exported" = "syncline_interposer_plugin_v2" ] ||
     { echo "FAILED: the downstream plugin exports more than its entry point: $exported"; exit 1; }
   out=$(SYNCLINE_PLUGIN_PATH="$work/build" SYNCLINE_PLUGINS=count \
         "$prefix/bin/syncline-run" -n 2 -- "$work/build/downstream" 2>&1) || {
@@ -124,7 +124,7 @@ mpi)
   mpi_plugin="$work/mpi/libsyncline-backend-mpi.so"
   [ -f "$mpi_plugin" ] || { echo "FAILED: backends/mpi built no $mpi_plugin"; exit 1; }
   exported=$(nm -D --defined-only "$mpi_plugin" | awk '{print $3}')
-  [ "$exported" = "syncline_backend_plugin_v1" ] ||
+  [ "$exported" = "syncline_backend_plugin_v2" ] ||
     { echo "FAILED: the mpi backend exports more than its entry point: $exported"; exit 1; }
   cmake -S "$src/tests/install/downstream" -B "$work/build" -G Ninja \
     -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" ||

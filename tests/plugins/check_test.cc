@@ -43,8 +43,8 @@ TEST(CheckPlugin, AllreduceAgainstBroadcastFailsEveryRankFast) {
         EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
         EXPECT_TRUE(
             absl::StrContains(status.message(),
-                              "op #2: ranks 0,1 called allreduce(f32, 4096, sum); "
-                              "rank 2 called broadcast(f32, 1024, root 0)"))
+                              "op #2: ranks 0,1 called allreduce (f32 x 4096, sum); "
+                              "rank 2 called broadcast (f32 x 1024, root 0)"))
             << status;
         EXPECT_LT(took, absl::Seconds(1));
         // The communicator stays desynchronized: the next op fails at once.
@@ -71,8 +71,8 @@ TEST(CheckPlugin, SizeMismatchFailsEveryRankUnderDebugDetail) {
         Note(rank, "mismatched op #2", status, took);
         EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
         EXPECT_TRUE(absl::StrContains(status.message(),
-                                      "op #2: rank 0 called allreduce(f32, 1000, sum); "
-                                      "rank 1 called allreduce(f32, 1001, sum)"))
+                                      "op #2: rank 0 called allreduce (f32 x 1000, sum); "
+                                      "rank 1 called allreduce (f32 x 1001, sum)"))
             << status;
         EXPECT_LT(took, absl::Seconds(1));
       },
@@ -94,7 +94,7 @@ TEST(CheckPlugin, NanScanNamesTheRankAndOp) {
         Note(rank, "op #2 with a NaN on rank 1", status, took);
         EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
         EXPECT_TRUE(
-            absl::StrContains(status.message(), "op #2: allreduce(f32, 100, sum)"))
+            absl::StrContains(status.message(), "op #2: allreduce (f32 x 100, sum)"))
             << status;
         EXPECT_TRUE(absl::StrContains(status.message(),
                                       "rank 1's input holds NaN (first at element 7)"))

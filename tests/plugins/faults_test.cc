@@ -40,7 +40,7 @@ TEST(FaultsPlugin, DelayHoldsTheNamedOpOnTheNamedRank) {
       PluginRun("faults", 30, {{"SYNCLINE_FAULT", "delay:rank=1,op=2,ms=1500"}}));
   ExpectAllSucceeded(results);
   EXPECT_TRUE(
-      absl::StrContains(results[1].output, "delaying allreduce(f32, 256, sum) #2"))
+      absl::StrContains(results[1].output, "delaying allreduce #2 (f32 x 256, sum)"))
       << results[1].output;
 }
 

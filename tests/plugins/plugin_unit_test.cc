@@ -18,8 +18,7 @@ using ::testing::HasSubstr;
 
 sl_op_t Op(sl_op_kind_t kind, uint64_t seq, size_t count, sl_dtype_t dtype, void* data,
            int root = 0) {
-  sl_op_t op{};
-  op.kind = kind;
+  sl_op_t op = sl_op_init(kind);
   op.seq = seq;
   op.send = sl_buffer_t{data, count, dtype, SL_DEVICE_CPU, 0, nullptr};
   op.recv = op.send;
@@ -36,11 +35,11 @@ sl_result_t FakeSplit(sl_comm_t*, int32_t, int32_t, const sl_store_t*, uint64_t,
                       sl_comm_t**, sl_error_t*) {
   return SL_OK;
 }
-sl_result_t NoCreate(const sl_backend_v1_t*, const sl_comm_config_t&,
+sl_result_t NoCreate(const sl_backend_t*, const sl_comm_config_t&,
                      std::unique_ptr<WrappedComm>*, sl_error_t*) {
   return SL_ERR_INTERNAL;
 }
-sl_result_t NoWrap(const sl_backend_v1_t*, sl_comm_t*, const sl_comm_config_t&,
+sl_result_t NoWrap(const sl_backend_t*, sl_comm_t*, const sl_comm_config_t&,
                    std::unique_ptr<WrappedComm>*, sl_error_t*) {
   return SL_ERR_INTERNAL;
 }
@@ -49,20 +48,23 @@ TEST(Interposer, WrapsCommSplitOnlyWhenTheNextLayerCanSplit) {
   static const InterposerInfo kCanWrap = {"test", NoCreate, NoWrap};
   static const InterposerInfo kCannotWrap = {"test", NoCreate, nullptr};
   auto table = [](bool split, uint32_t devices) {
-    sl_backend_v1_t t{};
+    sl_backend_t t{};
     t.abi_version = SL_ABI_VERSION;
     t.struct_size = sizeof(t);
     t.name = "next";
     t.version = "1";
-    t.caps.device_mask = devices;
+    static sl_capabilities_t caps[4];
+    static int made = 0;
+    caps[made] = sl_capabilities_t{sizeof(sl_capabilities_t), devices, 0, 0, 0, nullptr};
+    t.caps = &caps[made++];
     t.comm_split = split ? FakeSplit : nullptr;
     return t;
   };
-  static sl_backend_v1_t cpu_split = table(true, 1u << SL_DEVICE_CPU);
-  static sl_backend_v1_t cpu_no_split = table(false, 1u << SL_DEVICE_CPU);
-  static sl_backend_v1_t cuda_split = table(true, 1u << SL_DEVICE_CUDA);
-  static sl_backend_v1_t cpu_split_2 = table(true, 1u << SL_DEVICE_CPU);
-  const sl_backend_v1_t* wrapped = nullptr;
+  static sl_backend_t cpu_split = table(true, 1u << SL_DEVICE_CPU);
+  static sl_backend_t cpu_no_split = table(false, 1u << SL_DEVICE_CPU);
+  static sl_backend_t cuda_split = table(true, 1u << SL_DEVICE_CUDA);
+  static sl_backend_t cpu_split_2 = table(true, 1u << SL_DEVICE_CPU);
+  const sl_backend_t* wrapped = nullptr;
   sl_error_t err{};
   ASSERT_EQ(Wrap(kCanWrap, &cpu_split, &wrapped, &err), SL_OK) << err.message;
   EXPECT_NE(wrapped->comm_split, nullptr);
@@ -94,8 +96,8 @@ TEST(Fingerprint, NamesEveryGroupOfRanksAndWhatTheyCalled) {
                                        &message),
             SL_ERR_MISMATCH);
   EXPECT_THAT(message,
-              HasSubstr("op #17: ranks 0,1,3 called allreduce(f32, 1048576, sum); "
-                        "rank 2 called broadcast(f32, 1024, root 0)"));
+              HasSubstr("op #17: ranks 0,1,3 called allreduce (f32 x 1048576, sum); "
+                        "rank 2 called broadcast (f32 x 1024, root 0)"));
 }
 
 TEST(Fingerprint, UnusedFieldsNeverCauseAMismatch) {
@@ -119,7 +121,7 @@ TEST(Fingerprint, DifferentSequenceNumbersAreShown) {
   std::string message;
   EXPECT_EQ(check::CompareFingerprints({a, b}, 5, &message), SL_ERR_MISMATCH);
   EXPECT_THAT(message,
-              HasSubstr("rank 0 called barrier() as op #5; rank 1 called barrier() "
+              HasSubstr("rank 0 called barrier as op #5; rank 1 called barrier "
                         "as op #6"));
 }
 

@@ -108,7 +108,7 @@ TEST(TracePlugin, StackedOnCheckBothWork) {
         Note(rank, "mismatched op #2 under trace,check", status, took);
         EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
         EXPECT_TRUE(
-            absl::StrContains(status.message(), "rank 1 called allreduce(f32, 20, sum)"))
+            absl::StrContains(status.message(), "rank 1 called allreduce (f32 x 20, sum)"))
             << status;
         comm.reset();
       },

@@ -188,7 +188,9 @@ TEST(LauncherExampleTest, UnknownBackendFailsFastWithTheLoadersMessage) {
   EXPECT_LT(alone.seconds, 2.0) << alone.output;
   // The paths it tried, and the backends that are there instead.
   EXPECT_THAT(alone.output, HasSubstr("/libsyncline-backend-nosuch.so"));
-  if (GlooPluginBuilt()) EXPECT_THAT(alone.output, HasSubstr("gloo"));
+  if (GlooPluginBuilt()) {
+    EXPECT_THAT(alone.output, HasSubstr("gloo"));
+  }
 
   // Under the launcher: the job ends, non-zero, with the message forwarded.
   CommandResult launched =

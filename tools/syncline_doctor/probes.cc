@@ -32,26 +32,19 @@ void* OpenAny(std::initializer_list<const char*> names, std::string* error) {
   return nullptr;
 }
 
-std::string DottedVersion(int v, int major_div, int minor_div) {
-  return absl::StrCat(v / major_div, ".", (v % major_div) / minor_div, ".", v % minor_div);
-}
-
 }  // namespace
 
+// Only libraries no backend stands for: a backend's transport (Gloo, UCX,
+// NCCL, or a plugin's from outside the tree) is reported by the backend
+// itself, in its table's version string, or named by the loader as the
+// missing dependency when it does not load (ProbeBackends), so a new
+// backend needs no probe here.
 std::vector<LibraryProbe> ProbeLibraries() {
   std::vector<LibraryProbe> out;
   std::string err;
   {
-    LibraryProbe p{"NCCL"};
-    void* h = OpenAny({"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2"}, &err);
-    auto fn = h ? reinterpret_cast<int (*)(int*)>(::dlsym(h, "ncclGetVersion")) : nullptr;
-    int v = 0;
-    p.found = fn != nullptr && fn(&v) == 0;
-    p.version = p.found ? DottedVersion(v, 10000, 100) : err;
-    out.push_back(p);
-  }
-  {
-    LibraryProbe p{"CUDA runtime"};
+    LibraryProbe p;
+    p.name = "CUDA runtime";
     void* h = OpenAny({"libcudart.so", "libcudart.so.13", "libcudart.so.12",
                        "/usr/local/cuda/lib64/libcudart.so"}, &err);
     auto ver = h ? reinterpret_cast<int (*)(int*)>(::dlsym(h, "cudaRuntimeGetVersion")) : nullptr;
@@ -69,22 +62,8 @@ std::vector<LibraryProbe> ProbeLibraries() {
     out.push_back(p);
   }
   {
-    LibraryProbe p{"UCX"};
-    void* h = OpenAny({"libucp.so.0"}, &err);
-    auto fn = h ? reinterpret_cast<const char* (*)()>(::dlsym(h, "ucp_get_version_string")) : nullptr;
-    p.found = fn != nullptr;
-    p.version = p.found ? fn() : err;
-    out.push_back(p);
-  }
-  {
-    LibraryProbe p{"Gloo"};
-    void* h = OpenAny({"libgloo.so.0"}, &err);
-    p.found = h != nullptr;
-    p.version = p.found ? "libgloo.so.0 (Debian)" : err;
-    out.push_back(p);
-  }
-  {
-    LibraryProbe p{"libtorch"};
+    LibraryProbe p;
+    p.name = "libtorch";
     void* h = OpenAny({"libtorch_cpu.so", "libtorch.so"}, &err);
     p.found = h != nullptr;
     p.version = p.found ? "libtorch_cpu.so loads" : err;

@@ -8,9 +8,11 @@
 
 namespace syncline::doctor {
 
-// A library found (or not) by dlopen, and the version it reports.
+// A library found (or not) by dlopen, and the version it reports: those no
+// backend stands for (the CUDA runtime, libtorch); backends report their
+// transport's version themselves (syncline/diagnostics.h).
 struct LibraryProbe {
-  std::string name;     // "NCCL"
+  std::string name;     // "CUDA runtime"
   bool found = false;
   std::string version;  // or why it was not found
 };

@@ -3,29 +3,47 @@
  *
  * A backend is a shared library `libsyncline-backend-<name>.so` that exports
  *
- *     const sl_backend_v1_t* syncline_backend_plugin_v1(void);
+ *     const sl_backend_v2_t* syncline_backend_plugin_v2(void);
  *
- * An interposer (trace, check, faults) is `libsyncline-plugin-<name>.so` and
- * exports
- *
- *     const sl_interposer_v1_t* syncline_interposer_plugin_v1(void);
+ * (write it as `const sl_backend_t* SL_BACKEND_ENTRY(void)`), and an
+ * interposer (trace, check, faults) is `libsyncline-plugin-<name>.so` and
+ * exports `const sl_interposer_v2_t* syncline_interposer_plugin_v2(void)`
+ * (`SL_INTERPOSER_ENTRY`). `sl_backend_t` and `sl_interposer_t` name the
+ * current version's types.
  *
  * Only C types cross this boundary. Every fallible call returns an
  * `sl_result_t` and fills an `sl_error_t` with a human-readable message. A C++
  * exception must never propagate out of a plugin: catch it and translate it.
  *
- * Versioning: `abi_version` must equal SL_ABI_VERSION. New fields of
- * sl_backend_v1_t are only ever appended, and each appended field is optional
- * (NULL means "not provided"). `struct_size` says how much of the struct the
- * plugin was built with: it must be at least SL_BACKEND_V1_MIN_SIZE (the
- * struct as first released, ending with `request_free`), and every field that
- * lies wholly or partly beyond `struct_size` is treated as NULL. The loader
- * hands the core and every interposer a copy of such a short table, zero
- * extended to the loader's sizeof(sl_backend_v1_t), so code in the core never
- * reads past what the plugin provided. A table below the minimum, or of
- * another `abi_version`, is refused with the reason. tests/core/frozen_abi/
- * keeps a verbatim copy of each released layout; a backend built against it
- * must keep loading and working (split_test's FrozenAbi).
+ * Version policy (as NCCL's net and tuner plugins):
+ *   - SL_ABI_VERSION is the ABI's major version. It changes only when a
+ *     released layout cannot be kept (a field moves, a signature changes);
+ *     the entry point's name carries it (`..._plugin_v2`), and so does the
+ *     table's type. Each released major version is kept verbatim under
+ *     tests/core/frozen_abi/v<N>/.
+ *   - The loader looks for the newest entry point first, then for older
+ *     ones. A backend built for an older major version (today: v1) is
+ *     loaded through a shim in the core that translates each call, so it
+ *     keeps working unchanged (split_test's FrozenAbi). An interposer sees
+ *     and returns the current table, so it must be rebuilt for a new major
+ *     version; the loader says so when it finds an old one.
+ *   - Within a major version, every struct that crosses the ABI starts with
+ *     `struct_size`, the size of the struct as its producer was built:
+ *     sl_backend_v2_t, sl_capabilities_t, sl_op_t, sl_comm_config_t,
+ *     sl_store_t, sl_interposer_v2_t. Fields are only ever appended at the
+ *     end, each appended field is optional (zero / NULL means "not
+ *     provided"), and a reader treats whatever lies beyond `struct_size`
+ *     as zero (SL_HAS_FIELD). Arrays whose length may grow live behind a
+ *     pointer with a count (sl_capabilities_t::reduce_dtype_mask), never
+ *     inside a struct. sl_buffer_t and sl_error_t are fixed forever: a new
+ *     property of a buffer is a new sl_op_t field.
+ *   - The loader refuses a table smaller than its version's first release
+ *     (SL_BACKEND_V2_MIN_SIZE, SL_CAPABILITIES_MIN_SIZE) or of an unknown
+ *     `abi_version`, with the reason, and hands the core a copy of a short
+ *     table (or short capabilities) zero-extended to this header's size; a
+ *     longer table (from a newer header) is read up to what it knows.
+ *   - New enum values (an op kind, a dtype, a reduce op) are appended; a
+ *     plugin that does not know one simply does not list it in its caps.
  *
  * Threading: plugins must allow `post`, `request_*` and `comm_abort` to be called
  * from any thread. Calls on one communicator that post ops are serialized by the
@@ -41,7 +59,13 @@
 extern "C" {
 #endif
 
-#define SL_ABI_VERSION 1u
+#define SL_ABI_VERSION 2u
+
+/* True when a struct of `struct_size` bytes, as its producer built it,
+ * holds `field` of `type` wholly; a field beyond it reads as zero / NULL. */
+#define SL_HAS_FIELD(ptr, type, field)                                   \
+  ((size_t)(ptr)->struct_size >=                                         \
+   offsetof(type, field) + sizeof(((const type*)0)->field))
 
 #if defined(__GNUC__)
 #define SL_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -152,6 +176,8 @@ typedef struct sl_buffer {
 #define SL_SEQ_CHECK_BIT (UINT64_C(1) << 31)
 
 typedef struct sl_op {
+  uint32_t struct_size; /* sizeof(sl_op_t) as its producer was built
+                           (sl_op_init sets it) */
   sl_op_kind_t kind;
   uint64_t seq;         /* per-communicator sequence number, from 1; high
                            bits reserved (SL_SEQ_P2P_BIT and above) */
@@ -166,11 +192,26 @@ typedef struct sl_op {
                            before it, which it runs after); <= 0: none */
 } sl_op_t;
 
+/* sl_op_t as first released in ABI v2: the smallest struct_size a plugin
+ * accepts (SlValidateOp refuses a smaller one). */
+#define SL_OP_MIN_SIZE (offsetof(sl_op_t, timeout_ms) + sizeof(int64_t))
+
+/* A zeroed op of `kind` with struct_size set: start every op from it. */
+static inline sl_op_t sl_op_init(sl_op_kind_t kind) {
+  sl_op_t op;
+  size_t i;
+  for (i = 0; i < sizeof(op); ++i) ((unsigned char*)&op)[i] = 0;
+  op.struct_size = (uint32_t)sizeof(sl_op_t);
+  op.kind = kind;
+  return op;
+}
+
 /*
  * Key-value store handed to a backend for bootstrap. Implemented by the core.
  * Values are opaque bytes. Keys are already scoped to the communicator.
  */
 typedef struct sl_store {
+  uint32_t struct_size; /* sizeof(sl_store_t) as the core was built */
   void* ctx;
   /* Inputs: key, value[len]. Outputs: err on failure. */
   sl_result_t (*set)(void* ctx, const char* key, const void* value, size_t len,
@@ -188,6 +229,7 @@ typedef struct sl_store {
 
 /* Parameters for creating a communicator. */
 typedef struct sl_comm_config {
+  uint32_t struct_size;    /* sizeof(sl_comm_config_t) as its producer was built */
   int32_t rank;
   int32_t size;
   const sl_store_t* store; /* valid until comm_destroy returns */
@@ -198,28 +240,54 @@ typedef struct sl_comm_config {
   const char* options;     /* "key=value;..." backend options, may be NULL */
 } sl_comm_config_t;
 
+/* sl_comm_config_t as first released in ABI v2: the smallest struct_size a
+ * backend accepts. */
+#define SL_COMM_CONFIG_MIN_SIZE (offsetof(sl_comm_config_t, options) + sizeof(const char*))
+
 /* What a backend can do. Bit i of a mask refers to enum value i. */
 typedef struct sl_capabilities {
-  uint32_t device_mask;                   /* 1u << sl_device_type_t */
-  uint32_t op_mask;                       /* 1u << sl_op_kind_t */
-  uint32_t dtype_mask;                    /* dtypes for data movement */
-  uint32_t reduce_dtype_mask[SL_REDOP_COUNT]; /* dtypes per reduce op */
+  uint32_t struct_size;       /* sizeof(sl_capabilities_t) as the plugin was built */
+  uint32_t device_mask;       /* 1u << sl_device_type_t */
+  uint32_t op_mask;           /* 1u << sl_op_kind_t */
+  uint32_t dtype_mask;        /* dtypes for data movement */
+  uint32_t reduce_op_count;   /* entries in reduce_dtype_mask: the plugin's
+                                 SL_REDOP_COUNT; reduce ops beyond it are
+                                 unsupported */
+  const uint32_t* reduce_dtype_mask; /* [reduce_op_count]: dtypes per reduce op */
 } sl_capabilities_t;
+
+#define SL_CAPABILITIES_MIN_SIZE \
+  (offsetof(sl_capabilities_t, reduce_dtype_mask) + sizeof(const uint32_t*))
+
+/* The dtypes `caps` can reduce with `op` (0 for an op it does not list). */
+static inline uint32_t sl_caps_reduce_dtypes(const sl_capabilities_t* caps,
+                                             sl_redop_t op) {
+  if (caps == NULL || caps->reduce_dtype_mask == NULL || (int)op < 0 ||
+      (uint32_t)op >= caps->reduce_op_count) {
+    return 0;
+  }
+  return caps->reduce_dtype_mask[op];
+}
 
 typedef struct sl_comm sl_comm_t;       /* opaque, owned by the plugin */
 typedef struct sl_request sl_request_t; /* opaque, owned by the plugin */
 
-typedef struct sl_backend_v1 {
+typedef struct sl_backend_v2 {
   uint32_t abi_version; /* SL_ABI_VERSION */
-  uint32_t struct_size; /* sizeof(sl_backend_v1_t) as the plugin was built */
+  uint32_t struct_size; /* sizeof(sl_backend_v2_t) as the plugin was built */
   const char* name;     /* "gloo", "ucx", "nccl" */
   const char* version;  /* version of the plugin and its transport */
-  sl_capabilities_t caps;
+  const sl_capabilities_t* caps; /* lives as long as the table */
+  /* The plugin's own state for this table, handed back as comm_create's
+   * first argument (an interposer's next layer); may be NULL. Every other
+   * entry reaches its state through the comm or request handle it gets. */
+  void* ctx;
 
-  /* Inputs: config. Outputs: *comm on success; err otherwise. Blocks until
-   * every rank has joined or config->timeout_ms has passed. */
-  sl_result_t (*comm_create)(const sl_comm_config_t* config, sl_comm_t** comm,
-                             sl_error_t* err);
+  /* Inputs: ctx (the table's), config. Outputs: *comm on success; err
+   * otherwise. Blocks until every rank has joined or config->timeout_ms
+   * has passed. */
+  sl_result_t (*comm_create)(void* ctx, const sl_comm_config_t* config,
+                             sl_comm_t** comm, sl_error_t* err);
   /* Inputs: comm. Frees it. Pending requests must have been freed. */
   void (*comm_destroy)(sl_comm_t* comm);
   /* Inputs: comm. Fails every pending request with SL_ERR_ABORTED and unblocks
@@ -253,9 +321,6 @@ typedef struct sl_backend_v1 {
   /* Inputs: request. Frees it. If still running, the plugin keeps whatever it
    * needs until the op ends (the caller's buffers must stay valid). */
   void (*request_free)(sl_request_t* request);
-
-  /* ---- Appended after the first release: optional, see "Versioning". ---- */
-
   /* Optional (NULL: the core waits on the host with request_wait instead).
    * Inputs: request, stream (a cudaStream_t of the op's device; NULL means
    * that device's legacy default stream). Makes `stream` wait for the op's
@@ -266,32 +331,43 @@ typedef struct sl_backend_v1 {
    * unaffected: the core then asks request_test whether the op ended). */
   sl_result_t (*request_stream_wait)(sl_request_t* request, void* stream,
                                      sl_error_t* err);
-} sl_backend_v1_t;
+  /* ---- Appended after v2's first release: optional, see the policy. ---- */
+} sl_backend_v2_t;
 
-/* The size of sl_backend_v1_t as first released (up to `request_free`): the
- * smallest `struct_size` the loader accepts. */
-#define SL_BACKEND_V1_MIN_SIZE offsetof(sl_backend_v1_t, request_stream_wait)
+typedef sl_backend_v2_t sl_backend_t; /* the current version's table */
+
+/* The required part of sl_backend_v2_t (up to `request_free`): the smallest
+ * `struct_size` the loader accepts. Every entry after it is optional, and a
+ * table may end before any of them (they then read as NULL). */
+#define SL_BACKEND_V2_MIN_SIZE offsetof(sl_backend_v2_t, request_stream_wait)
 
 /* True when `table` (of `struct_size` bytes) provides `field`, i.e. the field
  * lies wholly within the table; it may still be NULL. */
-#define SL_BACKEND_HAS_FIELD(table, field)                   \
-  ((size_t)(table)->struct_size >=                           \
-   offsetof(sl_backend_v1_t, field) + sizeof((table)->field))
-
-typedef const sl_backend_v1_t* (*sl_backend_entry_fn)(void);
+#define SL_BACKEND_HAS_FIELD(table, field) SL_HAS_FIELD(table, sl_backend_v2_t, field)
 
 /* Interposer: receives the next layer's table and returns a wrapped one. */
-typedef struct sl_interposer_v1 {
+typedef struct sl_interposer_v2 {
   uint32_t abi_version; /* SL_ABI_VERSION */
-  uint32_t struct_size; /* sizeof(sl_interposer_v1_t) */
+  uint32_t struct_size; /* sizeof(sl_interposer_v2_t) */
   const char* name;
   /* Inputs: next (outlives the wrapper). Outputs: *wrapped, owned by the
-   * interposer and valid until the process exits. */
-  sl_result_t (*wrap)(const sl_backend_v1_t* next,
-                      const sl_backend_v1_t** wrapped, sl_error_t* err);
-} sl_interposer_v1_t;
+   * interposer and valid until the process exits. Each call may return a
+   * new table (the same plugin may be stacked any number of times); its
+   * `ctx` carries the state (next) of that layer. */
+  sl_result_t (*wrap)(const sl_backend_v2_t* next,
+                      const sl_backend_v2_t** wrapped, sl_error_t* err);
+} sl_interposer_v2_t;
 
-typedef const sl_interposer_v1_t* (*sl_interposer_entry_fn)(void);
+typedef sl_interposer_v2_t sl_interposer_t;
+
+/* The entry points of this version; the loader tries them first. */
+#define SL_BACKEND_ENTRY syncline_backend_plugin_v2
+#define SL_INTERPOSER_ENTRY syncline_interposer_plugin_v2
+#define SL_BACKEND_ENTRY_NAME "syncline_backend_plugin_v2"
+#define SL_INTERPOSER_ENTRY_NAME "syncline_interposer_plugin_v2"
+
+typedef const sl_backend_v2_t* (*sl_backend_entry_fn)(void);
+typedef const sl_interposer_v2_t* (*sl_interposer_entry_fn)(void);
 
 /* Size in bytes of one element of `dtype`, 0 for an invalid value. */
 static inline size_t sl_dtype_size(sl_dtype_t dtype) {

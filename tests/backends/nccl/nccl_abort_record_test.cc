@@ -34,7 +34,7 @@ using ::testing::HasSubstr;
 class StoreTable {
  public:
   explicit StoreTable(std::shared_ptr<Store> store) : store_(std::move(store)) {}
-  sl_store_t table() { return sl_store_t{this, &Set, &Get, &Free, &Add}; }
+  sl_store_t table() { return sl_store_t{sizeof(sl_store_t), this, &Set, &Get, &Free, &Add}; }
   Store& store() { return *store_; }
   // Store calls made through the table so far.
   int calls() const { return calls_; }

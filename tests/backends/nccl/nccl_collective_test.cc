@@ -512,15 +512,16 @@ TEST(NcclInit, MissingRankIsNamedAtTheDeadline) {
   const std::string why = SkipReason(1);
   if (!why.empty()) GTEST_SKIP() << why;
   std::string load_error;
-  const sl_backend_v1_t* table = LoadNcclTable(&load_error);
+  const sl_backend_t* table = LoadNcclTable(&load_error);
   ASSERT_NE(table, nullptr) << load_error;
   MemoryStore store;
   const sl_store_t cstore = store.table();
-  sl_comm_config_t config{0, 2, &cstore, SL_DEVICE_CUDA, 0, 3000, 99, nullptr};
+  sl_comm_config_t config{sizeof(sl_comm_config_t), 0, 2, &cstore, SL_DEVICE_CUDA, 0, 3000,
+                          99, nullptr};
   sl_comm_t* comm = nullptr;
   sl_error_t err{};
   const absl::Time start = absl::Now();
-  EXPECT_EQ(table->comm_create(&config, &comm, &err), SL_ERR_TIMEOUT) << err.message;
+  EXPECT_EQ(table->comm_create(table->ctx, &config, &comm, &err), SL_ERR_TIMEOUT) << err.message;
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
   EXPECT_EQ(comm, nullptr);
   EXPECT_THAT(err.message, AllOf(HasSubstr("NCCL init did not finish"),
@@ -533,17 +534,18 @@ TEST(NcclSplit, OneRankSplitsThroughTheTable) {
   const std::string why = SkipReason(1);
   if (!why.empty()) GTEST_SKIP() << why;
   std::string load_error;
-  const sl_backend_v1_t* table = LoadNcclTable(&load_error);
+  const sl_backend_t* table = LoadNcclTable(&load_error);
   ASSERT_NE(table, nullptr) << load_error;
   if (table->comm_split == nullptr) GTEST_SKIP() << "built against NCCL < 2.18";
   ASSERT_NE(table->request_stream_wait, nullptr);
   MemoryStore store, child_store;
   const sl_store_t cstore = store.table();
   const sl_store_t child_cstore = child_store.table();
-  sl_comm_config_t config{0, 1, &cstore, SL_DEVICE_CUDA, 0, 30000, 7, nullptr};
+  sl_comm_config_t config{sizeof(sl_comm_config_t), 0, 1, &cstore, SL_DEVICE_CUDA, 0, 30000,
+                          7, nullptr};
   sl_comm_t* parent = nullptr;
   sl_error_t err{};
-  ASSERT_EQ(table->comm_create(&config, &parent, &err), SL_OK) << err.message;
+  ASSERT_EQ(table->comm_create(table->ctx, &config, &parent, &err), SL_OK) << err.message;
   sl_comm_t* child = reinterpret_cast<sl_comm_t*>(&err);  // must be reset
   EXPECT_EQ(table->comm_split(parent, -1, 0, &child_cstore, 8, &child, &err), SL_OK)
       << err.message;
@@ -556,8 +558,7 @@ TEST(NcclSplit, OneRankSplitsThroughTheTable) {
   TypedBuffer host(DataType::kInt32, 16);
   for (size_t i = 0; i < 16; ++i) host.Set(i, static_cast<double>(i));
   buffer.Upload(host);
-  sl_op_t op{};
-  op.kind = SL_OP_ALLREDUCE;
+  sl_op_t op = sl_op_init(SL_OP_ALLREDUCE);
   op.seq = 1;
   op.send = sl_buffer_t{buffer.View(0).data, 16, SL_I32, SL_DEVICE_CUDA, 0, nullptr};
   op.recv = op.send;

@@ -47,20 +47,20 @@ absl::StatusOr<std::unique_ptr<Communicator>> Create(const std::string& backend,
 
 TEST(NcclPlugin, LoadsAndReportsCapabilities) {
   std::string why;
-  const sl_backend_v1_t* table = LoadNcclTable(&why);
+  const sl_backend_t* table = LoadNcclTable(&why);
   ASSERT_NE(table, nullptr) << why;
   EXPECT_EQ(table->abi_version, SL_ABI_VERSION);
-  EXPECT_GE(table->struct_size, sizeof(sl_backend_v1_t));
+  EXPECT_GE(table->struct_size, sizeof(sl_backend_t));
   EXPECT_STREQ(table->name, "nccl");
   EXPECT_THAT(table->version, AllOf(HasSubstr("NCCL 2."), HasSubstr("CUDA runtime")));
   // CUDA buffers only; every op; all eight dtypes, bf16 included, for data
   // movement and for every reduction.
-  EXPECT_EQ(table->caps.device_mask, 1u << SL_DEVICE_CUDA);
-  EXPECT_EQ(table->caps.op_mask, (1u << SL_OP_KIND_COUNT) - 1);
-  EXPECT_EQ(table->caps.dtype_mask, (1u << SL_DTYPE_COUNT) - 1);
+  EXPECT_EQ(table->caps->device_mask, 1u << SL_DEVICE_CUDA);
+  EXPECT_EQ(table->caps->op_mask, (1u << SL_OP_KIND_COUNT) - 1);
+  EXPECT_EQ(table->caps->dtype_mask, (1u << SL_DTYPE_COUNT) - 1);
   for (int op = 0; op < SL_REDOP_COUNT; ++op) {
-    EXPECT_TRUE(table->caps.reduce_dtype_mask[op] & (1u << SL_BF16)) << "redop " << op;
-    EXPECT_EQ(table->caps.reduce_dtype_mask[op], (1u << SL_DTYPE_COUNT) - 1);
+    EXPECT_TRUE(table->caps->reduce_dtype_mask[op] & (1u << SL_BF16)) << "redop " << op;
+    EXPECT_EQ(table->caps->reduce_dtype_mask[op], (1u << SL_DTYPE_COUNT) - 1);
   }
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
   EXPECT_NE(table->comm_split, nullptr) << "ncclCommSplit is available";
@@ -139,14 +139,15 @@ TEST(NcclPlugin, AutoPicksNcclForCudaBuffers) {
 TEST(NcclPlugin, RankZeroTellsPeersWhyItFailed) {
   SKIP_IF_GPU();
   std::string why;
-  const sl_backend_v1_t* table = LoadNcclTable(&why);
+  const sl_backend_t* table = LoadNcclTable(&why);
   ASSERT_NE(table, nullptr) << why;
   MemoryStore store;
   const sl_store_t cstore = store.table();
-  sl_comm_config_t config{0, 2, &cstore, SL_DEVICE_CUDA, 0, 60000, 7, nullptr};
+  sl_comm_config_t config{sizeof(sl_comm_config_t), 0, 2, &cstore, SL_DEVICE_CUDA, 0, 60000,
+                          7, nullptr};
   sl_comm_t* comm = nullptr;
   sl_error_t err{};
-  EXPECT_EQ(table->comm_create(&config, &comm, &err), SL_ERR_UNAVAILABLE);
+  EXPECT_EQ(table->comm_create(table->ctx, &config, &comm, &err), SL_ERR_UNAVAILABLE);
   EXPECT_EQ(comm, nullptr);
   EXPECT_THAT(err.message, HasSubstr(kNoDevice));
   // The uid key carries the reason, so rank 1 fails now, not at the timeout.
@@ -156,15 +157,15 @@ TEST(NcclPlugin, RankZeroTellsPeersWhyItFailed) {
 
 TEST(NcclPlugin, BadOptionIsNamed) {
   std::string why;
-  const sl_backend_v1_t* table = LoadNcclTable(&why);
+  const sl_backend_t* table = LoadNcclTable(&why);
   ASSERT_NE(table, nullptr) << why;
   MemoryStore store;
   const sl_store_t cstore = store.table();
-  sl_comm_config_t config{0, 1,    &cstore, SL_DEVICE_CUDA,
-                          0, 1000, 1,       "watchdog_ms=5;bogus=1"};
+  sl_comm_config_t config{sizeof(sl_comm_config_t), 0, 1, &cstore, SL_DEVICE_CUDA, 0, 1000, 1,
+                          "watchdog_ms=5;bogus=1"};
   sl_comm_t* comm = nullptr;
   sl_error_t err{};
-  EXPECT_EQ(table->comm_create(&config, &comm, &err), SL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(table->comm_create(table->ctx, &config, &comm, &err), SL_ERR_INVALID_ARGUMENT);
   EXPECT_THAT(err.message, AllOf(HasSubstr("'bogus=1'"), HasSubstr("watchdog_ms")));
 }
 

@@ -42,7 +42,7 @@ inline int CudaDevices(std::string* why) {
 }
 
 // The plugin's table, or nullptr with dlerror() in `why`.
-inline const sl_backend_v1_t* LoadNcclTable(std::string* why) {
+inline const sl_backend_t* LoadNcclTable(std::string* why) {
   const std::string path = BuildLibDir() + "/libsyncline-backend-nccl.so";
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);  // kept open
   if (handle == nullptr) {
@@ -50,9 +50,9 @@ inline const sl_backend_v1_t* LoadNcclTable(std::string* why) {
     return nullptr;
   }
   auto entry =
-      reinterpret_cast<sl_backend_entry_fn>(dlsym(handle, "syncline_backend_plugin_v1"));
+      reinterpret_cast<sl_backend_entry_fn>(dlsym(handle, SL_BACKEND_ENTRY_NAME));
   if (entry == nullptr) {
-    *why = path + " does not export syncline_backend_plugin_v1";
+    *why = path + " does not export " SL_BACKEND_ENTRY_NAME;
     return nullptr;
   }
   return entry();
@@ -62,7 +62,7 @@ inline const sl_backend_v1_t* LoadNcclTable(std::string* why) {
 // its timeout, like the core's stores.
 class MemoryStore {
  public:
-  sl_store_t table() { return sl_store_t{this, &Set, &Get, &Free, &Add}; }
+  sl_store_t table() { return sl_store_t{sizeof(sl_store_t), this, &Set, &Get, &Free, &Add}; }
 
   bool Has(const std::string& key) {
     std::lock_guard<std::mutex> lock(mu_);

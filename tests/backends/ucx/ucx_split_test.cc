@@ -455,8 +455,9 @@ TEST(UcxSplit, KilledRankFailsItsChildAndThenTheParentWithinTheTimeout) {
       EXPECT_EQ(r.signal, SIGKILL) << r.output;
     } else {
       EXPECT_EQ(r.exit_code, 0) << r.output;
-      if (r.rank == 3)
+      if (r.rank == 3) {
         EXPECT_TRUE(absl::StrContains(r.output, "failed after")) << r.output;
+      }
     }
   }
 }

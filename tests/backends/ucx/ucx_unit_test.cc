@@ -375,7 +375,7 @@ void RunCase(const Case& c, sl_redop_t redop = SL_SUM, int root = 0) {
   if (c.kind == SL_OP_REDUCE_SCATTER) send_n = c.n * P;
   if (c.kind == SL_OP_ALLTOALL) send_n = recv_n = c.n * P;
   std::vector<RankState> ranks(P);
-  std::vector<sl_op_t> ops(P);
+  std::vector<sl_op_t> ops(P, sl_op_init(SL_OP_BARRIER));
   for (int r = 0; r < P; ++r) {
     RankState& st = ranks[r];
     st.send.resize(send_n);
@@ -461,8 +461,7 @@ TEST(UcxSchedules, BarrierMatchesOnAnySize) {
   for (int P = 1; P <= 9; ++P) {
     std::vector<RankState> ranks(P);
     for (int r = 0; r < P; ++r) {
-      sl_op_t op{};
-      op.kind = SL_OP_BARRIER;
+      sl_op_t op = sl_op_init(SL_OP_BARRIER);
       AlgoArgs args{&op, r, P, &options};
       ranks[r].schedule = SelectSchedule(args);
     }
@@ -497,8 +496,7 @@ TEST(UcxSchedules, ThresholdsPickTheDocumentedAlgorithm) {
     const size_t n = bytes / 4;
     a.assign(n * P + 1, 1.0f);
     b.assign(n * P + 1, 0.0f);
-    sl_op_t op{};
-    op.kind = kind;
+    sl_op_t op = sl_op_init(kind);
     op.send = {a.data(), n, SL_F32, SL_DEVICE_CPU, 0, nullptr};
     op.recv = {b.data(), n, SL_F32, SL_DEVICE_CPU, 0, nullptr};
     if (kind == SL_OP_ALLGATHER) op.recv.count = n * P;
@@ -517,7 +515,9 @@ TEST(UcxSchedules, ThresholdsPickTheDocumentedAlgorithm) {
       const std::string where = backend::SlOpKindName(k.kind) + std::string(" on ") +
                                 std::to_string(P) + (shared ? " ranks sharing cores" : " ranks") +
                                 " at ";
-      if (t > 0) EXPECT_EQ(pick(defaults, k.kind, P, t), k.small) << where << t << " B";
+      if (t > 0) {
+        EXPECT_EQ(pick(defaults, k.kind, P, t), k.small) << where << t << " B";
+      }
       EXPECT_EQ(pick(defaults, k.kind, P, t + 4), k.large) << where << t + 4 << " B";
       EXPECT_EQ(SmallMax(defaults, k.kind, P, shared), t);
       Options set;

@@ -3,8 +3,8 @@
 
 extern "C" int syncline_test_dep_value();
 
-extern "C" SL_PLUGIN_EXPORT const sl_backend_v1_t* syncline_backend_plugin_v1() {
-  static sl_backend_v1_t table = {};
+extern "C" SL_PLUGIN_EXPORT const sl_backend_t* SL_BACKEND_ENTRY() {
+  static sl_backend_t table = {};
   table.abi_version = syncline_test_dep_value() == 42 ? SL_ABI_VERSION : 0;
   return &table;
 }

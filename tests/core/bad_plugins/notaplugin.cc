@@ -1,2 +1,2 @@
-// A shared library that does not export syncline_backend_plugin_v1.
+// A shared library that exports no syncline_backend_plugin_v<N>.
 extern "C" __attribute__((visibility("default"))) int some_other_symbol() { return 1; }

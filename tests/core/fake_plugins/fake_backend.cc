@@ -3,6 +3,9 @@
 // and libsyncline-backend-fakenosplit.so (comm_split NULL). Every op
 // completes at once (one rank: allreduce and friends copy send to recv).
 // It counts its entry points in a struct the test reads with dlsym.
+// libsyncline-backend-frozenv1.so is this file compiled against the frozen
+// v1 header alone (tests/core/frozen_abi/v1): the code under
+// SL_ABI_VERSION == 1 is what a third party wrote for ABI v1, kept as it was.
 #include <cstring>
 
 #include "syncline/plugin_abi.h"
@@ -30,7 +33,11 @@ struct sl_request {
 
 namespace {
 
+#if SL_ABI_VERSION == 1
 sl_result_t Create(const sl_comm_config_t* config, sl_comm_t** comm, sl_error_t*) {
+#else
+sl_result_t Create(void*, const sl_comm_config_t* config, sl_comm_t** comm, sl_error_t*) {
+#endif
   ++fake_counters.comm_create;
   fake_counters.last_create_comm_id = config->comm_id;
   std::strncpy(fake_counters.last_create_options, config->options ? config->options : "",
@@ -79,27 +86,51 @@ void Free(sl_request_t* request) { delete request; }
 
 }  // namespace
 
+// The entries and names of the table, v1's or v2's (they name them alike).
+template <typename Table>
+void FillEntries(Table& t) {
+  t.abi_version = SL_ABI_VERSION;
+  t.struct_size = sizeof(t);
+  t.name = FAKE_NAME;
+  t.version = "fake 1";
+  t.comm_create = Create;
+  t.comm_destroy = Destroy;
+  t.comm_abort = Abort;
+  t.comm_split = FAKE_WITH_SPLIT ? Split : nullptr;
+  t.post = Post;
+  t.request_test = Test;
+  t.request_wait = Wait;
+  t.request_free = Free;
+}
+
+constexpr uint32_t kDtypes = (1u << SL_F32) | (1u << SL_F64) | (1u << SL_I32) | (1u << SL_I64);
+
+#if SL_ABI_VERSION == 1
 extern "C" SL_PLUGIN_EXPORT const sl_backend_v1_t* syncline_backend_plugin_v1() {
   static sl_backend_v1_t table = [] {
     sl_backend_v1_t t = {};
-    t.abi_version = SL_ABI_VERSION;
-    t.struct_size = sizeof(t);
-    t.name = FAKE_NAME;
-    t.version = "fake 1";
+    FillEntries(t);
     t.caps.device_mask = 1u << SL_DEVICE_CPU;
     t.caps.op_mask = (1u << SL_OP_KIND_COUNT) - 1;
-    t.caps.dtype_mask = (1u << SL_F32) | (1u << SL_F64) | (1u << SL_I32) | (1u << SL_I64);
-    for (int op = 0; op < SL_REDOP_COUNT; ++op)
-      t.caps.reduce_dtype_mask[op] = t.caps.dtype_mask;
-    t.comm_create = Create;
-    t.comm_destroy = Destroy;
-    t.comm_abort = Abort;
-    t.comm_split = FAKE_WITH_SPLIT ? Split : nullptr;
-    t.post = Post;
-    t.request_test = Test;
-    t.request_wait = Wait;
-    t.request_free = Free;
+    t.caps.dtype_mask = kDtypes;
+    for (int op = 0; op < SL_REDOP_COUNT; ++op) t.caps.reduce_dtype_mask[op] = kDtypes;
     return t;
   }();
   return &table;
 }
+#else
+extern "C" SL_PLUGIN_EXPORT const sl_backend_t* SL_BACKEND_ENTRY() {
+  static const uint32_t kReduce[SL_REDOP_COUNT] = {kDtypes, kDtypes, kDtypes, kDtypes,
+                                                   kDtypes};
+  static const sl_capabilities_t kCaps = {sizeof(sl_capabilities_t), 1u << SL_DEVICE_CPU,
+                                          (1u << SL_OP_KIND_COUNT) - 1, kDtypes,
+                                          SL_REDOP_COUNT, kReduce};
+  static sl_backend_t table = [] {
+    sl_backend_t t = {};
+    FillEntries(t);
+    t.caps = &kCaps;
+    return t;
+  }();
+  return &table;
+}
+#endif

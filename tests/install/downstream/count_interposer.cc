@@ -41,7 +41,7 @@ class CountingComm : public WrappedComm {
   std::atomic<uint64_t> posted_{0};
 };
 
-sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& config,
+sl_result_t CreateComm(const sl_backend_t* next, const sl_comm_config_t& config,
                        std::unique_ptr<WrappedComm>* comm, sl_error_t* err) {
   sl_comm_t* inner = nullptr;
   const sl_result_t rc = syncline::plugin::CreateInner(next, config, &inner, err);
@@ -51,15 +51,15 @@ sl_result_t CreateComm(const sl_backend_v1_t* next, const sl_comm_config_t& conf
 
 const syncline::plugin::InterposerInfo kInfo = {"count", CreateComm};
 
-sl_result_t WrapTable(const sl_backend_v1_t* next, const sl_backend_v1_t** wrapped,
+sl_result_t WrapTable(const sl_backend_t* next, const sl_backend_t** wrapped,
                       sl_error_t* err) {
   return syncline::plugin::Wrap(kInfo, next, wrapped, err);
 }
 
 }  // namespace
 
-extern "C" SL_PLUGIN_EXPORT const sl_interposer_v1_t* syncline_interposer_plugin_v1(void) {
-  static const sl_interposer_v1_t table = {SL_ABI_VERSION, sizeof(sl_interposer_v1_t),
-                                           "count", WrapTable};
+extern "C" SL_PLUGIN_EXPORT const sl_interposer_t* SL_INTERPOSER_ENTRY(void) {
+  static const sl_interposer_t table = {SL_ABI_VERSION, sizeof(sl_interposer_t),
+                                         "count", WrapTable};
   return &table;
 }

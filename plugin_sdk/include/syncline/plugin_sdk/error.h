@@ -1,6 +1,6 @@
 // error.h: filling sl_error_t and keeping C++ exceptions inside a plugin.
 //
-// Every entry point of a backend's sl_backend_v1_t table runs its body
+// Every entry point of a backend's sl_backend_t table runs its body
 // through SlGuard(), which turns an escaped exception into SL_ERR_INTERNAL
 // with the exception's text, because an exception crossing the C ABI would
 // terminate the host process. SlSetError() is the one way to write a

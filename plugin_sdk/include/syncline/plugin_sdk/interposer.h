@@ -1,14 +1,14 @@
 // interposer.h: the skeleton every interposer plugin (check, trace, faults)
 // is built on.
 //
-// An interposer receives the next layer's sl_backend_v1_t (a backend, or the
+// An interposer receives the next layer's sl_backend_t (a backend, or the
 // next interposer of SYNCLINE_PLUGINS) and returns a table whose entry points
 // unwrap their handles, run the plugin's hooks and forward to the next
 // layer. This file owns that plumbing so each plugin writes only its hooks:
 //   - WrappedComm: per-communicator state holding the inner sl_comm_t*;
 //   - WrappedRequest: per-request state holding the inner sl_request_t*,
 //     with a hook that runs once when the op is seen to end;
-//   - Wrap(): builds the wrapped table (see sl_interposer_v1_t::wrap).
+//   - Wrap(): builds the wrapped table (see sl_interposer_t::wrap).
 // Every entry point runs under SlGuard, so no C++ exception crosses the ABI.
 //
 // request_stream_wait (device-side waits, NCCL) is passed through when the
@@ -30,7 +30,7 @@
 //
 // Example (a plugin that only counts posts):
 //   class CountingComm : public WrappedComm { ... Post() override ... };
-//   sl_result_t Create(const sl_backend_v1_t* next, const sl_comm_config_t& c,
+//   sl_result_t Create(const sl_backend_t* next, const sl_comm_config_t& c,
 //                      std::unique_ptr<WrappedComm>* out, sl_error_t* err) {
 //     sl_comm_t* inner = nullptr;
 //     if (sl_result_t rc = CreateInner(next, c, &inner, err); rc != SL_OK) return rc;
@@ -50,6 +50,8 @@
 
 namespace syncline::plugin {
 
+struct InterposerInfo;
+
 // WrappedRequest
 //
 // One posted op. The destructor frees the inner request, if any (the ABI
@@ -57,7 +59,7 @@ namespace syncline::plugin {
 // exactly once, from whichever thread first sees the op end.
 class WrappedRequest {
  public:
-  WrappedRequest(const sl_backend_v1_t* next, sl_request_t* inner)
+  WrappedRequest(const sl_backend_t* next, sl_request_t* inner)
       : next_(next), inner_(inner) {}
   virtual ~WrappedRequest();
 
@@ -82,7 +84,7 @@ class WrappedRequest {
  private:
   void Finish(sl_result_t result, const sl_error_t* err);
 
-  const sl_backend_v1_t* const next_;
+  const sl_backend_t* const next_;
   sl_request_t* const inner_;
   std::atomic<bool> completed_{false};
 };
@@ -93,7 +95,7 @@ class WrappedRequest {
 // and OnDestroy()); the defaults forward unchanged.
 class WrappedComm {
  public:
-  WrappedComm(const sl_backend_v1_t* next, sl_comm_t* inner,
+  WrappedComm(const sl_backend_t* next, sl_comm_t* inner,
               const sl_comm_config_t& config)
       : next_(next),
         inner_(inner),
@@ -134,7 +136,7 @@ class WrappedComm {
   sl_result_t PostInner(const sl_op_t& op, std::unique_ptr<WrappedRequest>* request,
                         sl_error_t* err);
 
-  const sl_backend_v1_t* next() const { return next_; }
+  const sl_backend_t* next() const { return next_; }
   sl_comm_t* inner() const { return inner_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -143,7 +145,7 @@ class WrappedComm {
   int64_t timeout_ms() const { return timeout_ms_; }
 
  private:
-  const sl_backend_v1_t* const next_;
+  const sl_backend_t* const next_;
   sl_comm_t* const inner_;
   const int rank_;
   const int size_;
@@ -152,18 +154,22 @@ class WrappedComm {
   const sl_device_type_t device_;
   const int32_t device_index_;
   std::atomic<uint64_t> splits_{0};  // tells the exchanges of successive splits apart
+  // The plugin this communicator belongs to (set by the wrapped table's
+  // comm_create and comm_split), for wrapping split children.
+  friend struct LayerAccess;
+  const InterposerInfo* info_ = nullptr;
 };
 
 // A plugin's communicator factory: creates the inner communicator (usually
 // with CreateInner) and wraps it. Fills `err` on failure.
-using CommFactory = sl_result_t (*)(const sl_backend_v1_t* next,
+using CommFactory = sl_result_t (*)(const sl_backend_t* next,
                                     const sl_comm_config_t& config,
                                     std::unique_ptr<WrappedComm>* comm, sl_error_t* err);
 
 // A plugin's wrapper for a communicator the next layer has already made
 // (comm_split's child): wraps `inner` as `create` would have wrapped the one
 // it made; on failure, leaves `inner` to the caller (which destroys it).
-using CommWrapper = sl_result_t (*)(const sl_backend_v1_t* next, sl_comm_t* inner,
+using CommWrapper = sl_result_t (*)(const sl_backend_t* next, sl_comm_t* inner,
                                     const sl_comm_config_t& config,
                                     std::unique_ptr<WrappedComm>* comm, sl_error_t* err);
 
@@ -177,17 +183,19 @@ struct InterposerInfo {
 // CreateInner()
 //
 // next->comm_create(config), with a null check.
-sl_result_t CreateInner(const sl_backend_v1_t* next, const sl_comm_config_t& config,
+sl_result_t CreateInner(const sl_backend_t* next, const sl_comm_config_t& config,
                         sl_comm_t** inner, sl_error_t* err);
 
 // Wrap()
 //
-// Implements sl_interposer_v1_t::wrap for `info` (which must outlive the
+// Implements sl_interposer_t::wrap for `info` (which must outlive the
 // process, e.g. a static). Wrapping the same `next` twice returns the same
-// table. A process can wrap at most 8 distinct tables per plugin (one per
-// backend in use); beyond that Wrap() fails with SL_ERR_UNAVAILABLE.
-sl_result_t Wrap(const InterposerInfo& info, const sl_backend_v1_t* next,
-                 const sl_backend_v1_t** wrapped, sl_error_t* err);
+// table; any number of distinct tables may be wrapped (the same plugin may
+// be stacked on itself): each wrapped table's `ctx` holds its layer's state
+// (`info` and `next`), and every other entry finds it through the
+// WrappedComm or WrappedRequest it is handed.
+sl_result_t Wrap(const InterposerInfo& info, const sl_backend_t* next,
+                 const sl_backend_t** wrapped, sl_error_t* err);
 
 }  // namespace syncline::plugin
 

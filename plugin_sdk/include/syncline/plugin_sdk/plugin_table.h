@@ -29,8 +29,11 @@
 //     using Handle = sl_request;  // complete here (work.h)
 //     static constexpr char kName[] = "gloo";
 //   };
-//   sl_backend_v1_t table = backend::MakeBackendTable<GlooTraits>();
-//   table.version = ...; table.caps = ...;
+//   backend::Capabilities caps;
+//   caps.device_mask = ...;  // op_mask, dtype_mask, reduce_dtype_mask[op]
+//   sl_backend_t table = backend::MakeBackendTable<GlooTraits>(caps);
+//   table.version = ...;
+//   extern "C" SL_PLUGIN_EXPORT const sl_backend_t* SL_BACKEND_ENTRY(void) {...}
 #ifndef SYNCLINE_PLUGIN_SDK_PLUGIN_TABLE_H_
 #define SYNCLINE_PLUGIN_SDK_PLUGIN_TABLE_H_
 
@@ -50,13 +53,20 @@ class PluginAdapter {
   // that the lookup waits for instantiation.
   using Handle = typename Traits::Handle;
 
-  static sl_result_t CommCreate(const sl_comm_config_t* config, sl_comm_t** comm,
-                                sl_error_t* err) {
+  static sl_result_t CommCreate(void* /*ctx*/, const sl_comm_config_t* config,
+                                sl_comm_t** comm, sl_error_t* err) {
     static const std::string what = Name("comm_create");
     return SlGuard(err, what.c_str(), [&] {
       if (config == nullptr || comm == nullptr) {
         return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
                           "%s comm_create: null config or output pointer", Traits::kName);
+      }
+      if (config->struct_size < SL_COMM_CONFIG_MIN_SIZE) {
+        return SlSetError(err, SL_ERR_INVALID_ARGUMENT,
+                          "%s comm_create: config of %u bytes, expected at least %u "
+                          "(its struct_size is unset or from another plugin_abi.h)",
+                          Traits::kName, static_cast<unsigned>(config->struct_size),
+                          static_cast<unsigned>(SL_COMM_CONFIG_MIN_SIZE));
       }
       std::unique_ptr<Comm> created;
       const sl_result_t rc = Comm::Create(*config, &created, err);
@@ -157,17 +167,53 @@ class PluginAdapter {
   }
 };
 
-// A table with the ABI version, size, name and every required entry point
-// filled; the caller fills `version` and `caps`, sets comm_split to
-// &PluginAdapter<Traits>::CommSplit if its Communicator can split (or to its
-// own entry), and request_stream_wait if it has one.
+// What a backend can do, as sl_capabilities_t says it, with the storage of
+// its reduce masks (bit i of a mask is enum value i).
+struct Capabilities {
+  uint32_t device_mask = 0;  // 1u << sl_device_type_t
+  uint32_t op_mask = 0;      // 1u << sl_op_kind_t
+  uint32_t dtype_mask = 0;   // dtypes for data movement
+  uint32_t reduce_dtype_mask[SL_REDOP_COUNT] = {};  // dtypes per reduce op
+
+  // Every op on buffers of `device`, moving and reducing `dtypes` (all of
+  // them by default) with every reduce op.
+  static Capabilities AllOps(sl_device_type_t device,
+                             uint32_t dtypes = (1u << SL_DTYPE_COUNT) - 1) {
+    Capabilities caps;
+    caps.device_mask = 1u << device;
+    caps.op_mask = (1u << SL_OP_KIND_COUNT) - 1;
+    caps.dtype_mask = dtypes;
+    for (uint32_t& mask : caps.reduce_dtype_mask) mask = dtypes;
+    return caps;
+  }
+};
+
+// The ABI's view of `caps` for the table of `Traits`: a copy that lives as
+// long as the process (one per backend; the last one made wins).
 template <typename Traits>
-sl_backend_v1_t MakeBackendTable() {
+const sl_capabilities_t* PublishCapabilities(const Capabilities& caps) {
+  static Capabilities stored;
+  static sl_capabilities_t abi{};
+  stored = caps;
+  abi = sl_capabilities_t{sizeof(sl_capabilities_t), stored.device_mask, stored.op_mask,
+                          stored.dtype_mask, SL_REDOP_COUNT, stored.reduce_dtype_mask};
+  return &abi;
+}
+
+// A table with the ABI version, size, name, capabilities and every required
+// entry point filled; the caller fills `version`, sets comm_split to
+// &PluginAdapter<Traits>::CommSplit if its Communicator can split (or to its
+// own entry), and request_stream_wait if it has one. Call it once per
+// backend, from the entry point's static initialization.
+template <typename Traits>
+sl_backend_t MakeBackendTable(const Capabilities& caps) {
   using Adapter = PluginAdapter<Traits>;
-  sl_backend_v1_t table{};
+  sl_backend_t table{};
   table.abi_version = SL_ABI_VERSION;
-  table.struct_size = sizeof(sl_backend_v1_t);
+  table.struct_size = sizeof(sl_backend_t);
   table.name = Traits::kName;
+  table.caps = PublishCapabilities<Traits>(caps);
+  table.ctx = nullptr;
   table.comm_create = &Adapter::CommCreate;
   table.comm_destroy = &Adapter::CommDestroy;
   table.comm_abort = &Adapter::CommAbort;

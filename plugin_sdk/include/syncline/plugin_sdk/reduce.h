@@ -21,6 +21,7 @@
 #include <string>
 
 #include "syncline/plugin_abi.h"
+#include "syncline/plugin_sdk/op_format.h"  // SlDescribeOp, for the backends
 
 namespace syncline::backend {
 
@@ -60,13 +61,6 @@ inline bool SlIsValidRedop(sl_redop_t op) {
 const char* SlDtypeName(sl_dtype_t dtype);
 const char* SlRedopName(sl_redop_t op);
 const char* SlOpKindName(sl_op_kind_t kind);
-
-// SlDescribeOp()
-//
-// One op for messages, the same in every backend: "allreduce #17 (f32 x
-// 1024, sum)", "reduce #3 (f32 x 8, max, root 1)", "send #2 (u8 x 64, to
-// rank 3, tag 7)", "barrier #9". The count is the op's per-rank buffer.
-std::string SlDescribeOp(const sl_op_t& op);
 
 }  // namespace syncline::backend
 

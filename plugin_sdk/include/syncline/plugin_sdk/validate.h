@@ -29,6 +29,7 @@
 #include <string>
 
 #include "syncline/plugin_abi.h"
+#include "syncline/plugin_sdk/op_format.h"
 
 namespace syncline::backend {
 
@@ -42,11 +43,7 @@ struct SlOpRules {
   const char* device_hint = "";  // what to do instead, e.g. "use SYNCLINE_BACKEND=nccl"
 };
 
-// SlOpName()
-//
-// "allreduce #17", or "send p2p#3" for a point-to-point op (SL_SEQ_P2P_BIT
-// set): the head of every message about the op.
-std::string SlOpName(const sl_op_t& op);
+// SlOpName (op_format.h) heads every message.
 
 // SlValidateOp()
 //
