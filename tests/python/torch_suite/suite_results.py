@@ -8,9 +8,12 @@ Exits 1 when --missing finds any.
 import re
 import sys
 
-# unittest -v writes "test_x (__main__.Class.test_x) ... " and, once the test
-# is over, its outcome; the ranks' log lines may come in between.
-START = re.compile(r"^(test_\w+) \(__main__\.\w+\.\w+\) \.\.\. ?(.*)$")
+# unittest -v writes "test_x (__main__.Class.test_x) ... " (for a test with a
+# docstring: "test_x (__main__.Class.test_x)", then the docstring's first line
+# and " ... ") and, once the test is over, its outcome; the ranks' log lines
+# may come in between.
+START = re.compile(r"^(test_\w+) \(__main__\.\w+\.\w+\)(?: \.\.\. ?(.*))?$")
+DOC = re.compile(r"^.* \.\.\. ?(.*)$")
 OUTCOME = re.compile(r"^(ok|skipped\b.*|ERROR|FAIL|expected failure|unexpected success)$")
 KIND = {"ok": "passed", "skipped": "skipped", "ERROR": "errors", "FAIL": "failures",
         "expected": "passed", "unexpected": "failures"}
@@ -24,7 +27,9 @@ def parse(path):
             line = line.rstrip("\n")
             start = START.match(line)
             if start:
-                pending, line = start.group(1), start.group(2)
+                pending, line = start.group(1), start.group(2) or ""
+            elif pending and DOC.match(line):
+                line = DOC.match(line).group(1)
             outcome = OUTCOME.match(line)
             if pending and outcome:
                 word = outcome.group(1)
@@ -52,10 +57,19 @@ def main(argv):
         return 1 if missing else 0
     if not argv or argv[0].startswith("-"):
         sys.exit(__doc__)
+    status = 0
     for path in argv:
         row = counts(parse(path))
-        print(f"{path}: {sum(row.values())} tests, " + ", ".join(f"{v} {k}" for k, v in row.items()))
-    return 0
+        with open(path, errors="replace") as f:
+            ran = re.findall(r"^Ran (\d+) tests? in", f.read(), re.M)
+        total = sum(row.values())
+        note = "" if not ran else f" (unittest: Ran {ran[-1]})"
+        if ran and int(ran[-1]) != total:
+            note, status = f" (BUT unittest ran {ran[-1]}: this log is not read right)", 1
+        elif not ran:
+            note = " (unfinished: no 'Ran N tests' yet)"
+        print(f"{path}: {total} tests, " + ", ".join(f"{v} {k}" for k, v in row.items()) + note)
+    return status
 
 
 if __name__ == "__main__":
