@@ -15,8 +15,10 @@ rank's median):
           gloo backend (default buckets, 25 MiB), on 127.0.0.1
 It prints them and the ratios ddp/single (the figure of merit), nocomm/single
 and ddp/nocomm. Ranks are this script re-executed (subprocess: fork+exec).
+--syncline adds, in the same run, the DDP step over the `syncline` process
+group (syncline_torch on PYTHONPATH; SYNCLINE_BACKEND, e.g. ucx, underneath).
 
-Usage: ddp_pytorch.py [--steps 20] [--warmup 3] [--json FILE]
+Usage: ddp_pytorch.py [--steps 20] [--warmup 3] [--syncline] [--json FILE]
 """
 import argparse
 import json
@@ -41,8 +43,11 @@ def step_times(role, rank, world, store, steps, warmup):
         torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(),
         torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(),
         torch.nn.Linear(WIDTH, WIDTH))
-    if role == "ddp":
-        dist.init_process_group("gloo", init_method="file://" + store,
+    if role in ("ddp", "ddp_syncline"):
+        backend = "gloo" if role == "ddp" else "syncline"
+        if backend == "syncline":
+            import syncline_torch  # noqa: F401  (registers "syncline")
+        dist.init_process_group(backend, init_method="file://" + store,
                                 rank=rank, world_size=world)
         model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -59,7 +64,7 @@ def step_times(role, rank, world, store, steps, warmup):
         elapsed = time.perf_counter() - start
         if i >= warmup:
             times.append(elapsed)
-    if role == "ddp":
+    if role in ("ddp", "ddp_syncline"):
         dist.destroy_process_group()
     return statistics.median(times) * 1e3
 
@@ -96,6 +101,7 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--json", default="")
+    p.add_argument("--syncline", action="store_true")
     p.add_argument("--role", default="", help=argparse.SUPPRESS)
     p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--store", default="", help=argparse.SUPPRESS)
@@ -111,6 +117,11 @@ def main():
     single = step_times("single", 0, 1, "", args.steps, args.warmup)
     nocomm = run_pair("nocomm", args)
     ddp = run_pair("ddp", args)
+    over = None
+    if args.syncline:
+        ms = run_pair("ddp_syncline", args)
+        over = {"backend": os.environ.get("SYNCLINE_BACKEND", "gloo"), "ddp_ms": ms,
+                "ratio": ms / single}
     print("ddp_pytorch: MLP 3x%dx%d (12.6M params), batch %d/rank, SGD, "
           "1 thread/rank, torch %s, gloo, 2 ranks" % (WIDTH, WIDTH, BATCH, torch.__version__))
     print("%-38s %10.2f ms" % ("single process, no DDP", single))
@@ -119,11 +130,16 @@ def main():
     print("%-38s %10.3f" % ("ratio DDP / single", ddp / single))
     print("%-38s %10.3f" % ("ratio no-comm / single (shared cores)", nocomm / single))
     print("%-38s %10.3f" % ("ratio DDP / no-comm (communication)", ddp / nocomm))
+    if over:
+        name = "syncline/" + over["backend"]
+        print("%-38s %10.2f ms" % ("2 processes, DDP over " + name, over["ddp_ms"]))
+        print("%-38s %10.3f" % ("ratio DDP over %s / single" % name, over["ratio"]))
+        print("%-38s %10.3f" % ("ratio DDP over %s / over gloo" % name, over["ddp_ms"] / ddp))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"system": "pytorch-ddp", "torch": torch.__version__,
                        "single_ms": single, "nocomm_ms": nocomm, "ddp_ms": ddp,
-                       "ratio": ddp / single}, f, indent=1)
+                       "ratio": ddp / single, "syncline": over}, f, indent=1)
     return 0
 
 

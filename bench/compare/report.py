@@ -46,7 +46,11 @@ import spread
 OPS = ["allreduce", "allgather", "reduce_scatter", "broadcast"]
 SYNCLINE = ["syncline-gloo", "syncline-ucx", "syncline-mpi"]
 REFERENCES = ["raw-gloo", "raw-ucx", "torch-gloo", "mpi-shm", "mpi-tcp", "membw-bound"]
-ALL = SYNCLINE + REFERENCES
+# PyTorch's collectives over the `syncline` process group (torch_gloo.py
+# --backend syncline), against the C++ figure of the same backend.
+PYTHON_PATH = {"torch-syncline-ucx": "syncline-ucx", "torch-syncline-gloo": "syncline-gloo"}
+ALL = SYNCLINE + list(PYTHON_PATH) + REFERENCES
+PYTHON_PATH_FROM = 64 << 10  # bytes; issue 17: within 10% of C++ from here up
 
 
 SAMPLE_FIELDS = ["round", "system", "op", "ranks", "bytes", "count", "time_us", "busbw", "wrong"]
@@ -276,6 +280,30 @@ def targets_section(data):
                       table(["system", "size", "target", "measured"], lines), ""])
 
 
+def python_path_section(data):
+    """Issue 17: PyTorch's collectives over `syncline` within 10% of
+    Syncline's C++ benchmark on the same backend, from 64 KiB up."""
+    lines = []
+    for op in OPS:
+        d = data.get(op, {})
+        for python, cpp in PYTHON_PATH.items():
+            if python not in d or cpp not in d:
+                continue
+            for b in sorted(x for x in d[python] if x >= PYTHON_PATH_FROM):
+                r = spread.ratio(busbw_of(d, python, b), busbw_of(d, cpp, b))
+                if r is None:
+                    continue
+                met = "yes" if r["low"] >= 0.9 else "no" if r["high"] < 0.9 else "unclear"
+                lines.append([op, "%s / %s" % (python, cpp), human(b), fmt_ratio(r, False), met])
+    if not lines:
+        return ""
+    return "\n".join(["### PyTorch over `syncline` against Syncline's C++ benchmark (issue 17: "
+                      ">= 0.9 from 64 KiB up; busbw ratio, median (low-high); met: the whole "
+                      "interval at or above 0.9)", "",
+                      table(["op", "Python path / C++", "size", "busbw ratio", "met"], lines),
+                      ""])
+
+
 def consistency_section(standalone, data):
     """The collective benchmark run on its own (run.sh's last step, rows
     "<system>/standalone": allreduce at the largest size only) against the
@@ -340,7 +368,8 @@ def ddp_figures(path):
 # The DDP step systems of run.sh's rounds: round-N/<name>.json each.
 DDP_ROUND_SYSTEMS = [("ddp_gloo", "Syncline DDP (gloo), ddp_step"),
                      ("ddp_ucx", "Syncline DDP (ucx), ddp_step"),
-                     ("ddp_pytorch", "PyTorch DDP (gloo), ddp_pytorch.py")]
+                     ("ddp_pytorch", "PyTorch DDP (gloo), ddp_pytorch.py"),
+                     ("ddp_torch_syncline", "PyTorch DDP (syncline/ucx), ddp_pytorch.py --syncline")]
 
 
 def ddp_rounds(raw_dir):
@@ -353,6 +382,10 @@ def ddp_rounds(raw_dir):
                 continue
             found.setdefault(name, {})[rnd] = {"ratio": float(doc["ratio"]),
                                                "floor": doc.get("floor")}
+            over = doc.get("syncline") or {}  # ddp_pytorch.py --syncline, same processes
+            if name == "ddp_pytorch" and over.get("ratio"):
+                found.setdefault("ddp_torch_syncline", {})[rnd] = {
+                    "ratio": float(over["ratio"]), "floor": None}
     return found
 
 
@@ -395,6 +428,13 @@ def ddp_rounds_section(found):
         if name in summaries and torch:
             text.append("- %s / PyTorch DDP step time: %s (<1: Syncline is faster)"
                         % (label.split(",")[0], time_ratio(summaries[name], torch)))
+    over = summaries.get("ddp_torch_syncline")
+    if over and torch:
+        text.append("- PyTorch DDP over syncline/ucx / over gloo step time: %s (<1: faster)"
+                    % time_ratio(over, torch))
+    if over and "ddp_ucx" in summaries:
+        text.append("- PyTorch DDP over syncline/ucx / Syncline's C++ DDP over UCX: %s "
+                    "(issue 17: at most 1.10)" % time_ratio(over, summaries["ddp_ucx"]))
     mine, theirs = found.get("ddp_gloo", {}), found.get("ddp_pytorch", {})
     both = sorted(set(mine) & set(theirs))
     if both:
@@ -411,15 +451,20 @@ def ddp_section(raw_dir):
     # An older raw folder: the DDP step ran once, after the rounds.
     mine, mine_floor = ddp_figures(os.path.join(raw_dir, "ddp_step.txt"))
     ucx, ucx_floor = ddp_figures(os.path.join(raw_dir, "ddp_step_ucx.txt"))
-    torch_ratio = None
+    torch_ratio, over = None, {}
     path = os.path.join(raw_dir, "ddp_pytorch.json")
     if os.path.exists(path):
-        torch_ratio = json.load(open(path)).get("ratio")
+        torch_json = json.load(open(path))
+        torch_ratio = torch_json.get("ratio")
+        over = torch_json.get("syncline") or {}  # ddp_pytorch.py --syncline
     if mine is None and torch_ratio is None:
         return ""
     lines = [["Syncline DDP (gloo), ddp_step", fmt(mine), fmt(mine_floor)],
              ["Syncline DDP (ucx), ddp_step", fmt(ucx), fmt(ucx_floor)],
              ["PyTorch DDP (gloo), ddp_pytorch.py", fmt(torch_ratio), "n/a"]]
+    if over:
+        lines.append(["PyTorch DDP (syncline/%s), ddp_pytorch.py" % over["backend"],
+                      fmt(over["ratio"]), "n/a"])
     text = ["### DDP step (MLP 12.6M params, batch 32/rank, 2 ranks, 1 thread each)", "",
             table(["system", "median step with DDP / single process",
                    "floor: (2 ranks without communication + bare allreduce) / single"],
@@ -427,6 +472,13 @@ def ddp_section(raw_dir):
     if mine and torch_ratio:
         text.append("Syncline / PyTorch step-time ratio: %.3f (<1 means Syncline is faster)\n"
                     % (mine / torch_ratio))
+    if over and torch_ratio:
+        text.append("PyTorch DDP over syncline/%s / over gloo, same run: %.3f (<1: faster)\n"
+                    % (over["backend"], over["ratio"] / torch_ratio))
+    cpp = ucx if over.get("backend") == "ucx" else mine
+    if over and cpp:
+        text.append("PyTorch DDP over syncline/%s / Syncline's C++ DDP over %s: %.3f "
+                    "(issue 17: <= 1.10)\n" % (over["backend"], over["backend"], over["ratio"] / cpp))
     return "\n".join(text)
 
 
@@ -520,6 +572,7 @@ def main():
     parts.append(latency_section(points, args.ranks))
     parts.append(targets_section(data))
     parts.append(consistency_section(load_standalone(args.raw, args.ranks), data))
+    parts.append(python_path_section(data))
     parts.append(ddp_section(args.raw))
     missing = [s for s in ALL if not any(s in data[op] for op in OPS)]
     if missing:

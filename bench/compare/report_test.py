@@ -34,6 +34,12 @@ BUSBW = {
     ("mpi-shm", "allgather", K64): [3.0, 4.0, 5.0],
     ("syncline-ucx", "allgather", M4): [8.0, 6.0, 4.0],
     ("mpi-shm", "allgather", M4): [2.0, 3.0, 4.0],
+    # PyTorch over syncline (torch_gloo.py --backend syncline) against the C++.
+    ("torch-syncline-ucx", "allreduce", K64): [8.5, 9.5, 9.0],
+    ("torch-syncline-ucx", "allreduce", M4): [5.5, 6.0, 6.4],
+    ("torch-syncline-ucx", "allgather", K64): [0.3, 0.4, 0.5],
+    ("syncline-ucx", "broadcast", 16384): [1.0, 1.0, 1.0],  # below 64 KiB: not judged
+    ("torch-syncline-ucx", "broadcast", 16384): [0.1, 0.1, 0.1],
 }
 
 # Worked by hand: median, min, max of the busbw lists above.
@@ -150,6 +156,25 @@ class ReportTest(unittest.TestCase):
         self.assertIn("The machine was quiet", text)
         self.assertNotIn("NOT quiet", text)
 
+    def test_python_path_against_cpp(self):
+        _, text, _, _ = self.run_report(QUIET)
+        # Worked by hand: median ratio (min/max - max/min); met when min/max >= 0.9.
+        row = "| %s | torch-syncline-ucx / syncline-ucx | %s | %s | %s |"
+        self.assertIn(row % ("allreduce", "64 KiB", "1.00 (0.850-1.19)", "unclear"), text)
+        self.assertIn(row % ("allreduce", "4 MiB", "1.20 (0.917-1.60)", "yes"), text)
+        self.assertIn(row % ("allgather", "64 KiB", "0.200 (0.120-0.500)", "no"), text)
+        self.assertNotIn("| broadcast | torch-syncline-ucx", text)
+
+    def test_ddp_over_syncline_against_gloo_and_cpp(self):
+        with open(os.path.join(self.dir, "ddp_pytorch.json"), "w") as f:
+            f.write('{"ratio": 1.5, "syncline": {"backend": "ucx", "ddp_ms": 60, "ratio": 1.2}}')
+        with open(os.path.join(self.dir, "ddp_step_ucx.txt"), "w") as f:
+            f.write("ratio DDP / single   1.10\n")
+        _, text, _, _ = self.run_report(QUIET)
+        self.assertIn("| PyTorch DDP (syncline/ucx), ddp_pytorch.py | 1.20 | n/a |", text)
+        self.assertIn("over gloo, same run: 0.800", text)  # 1.2 / 1.5
+        self.assertIn("C++ DDP over ucx: 1.091", text)  # 1.2 / 1.1
+
     def test_not_quiet_is_flagged_in_the_report(self):
         busy = probes(("before", 0.2, 0.05), ("round-1", 1.8, 0.6), ("after", 2.0, 0.1))
         _, text, points, _ = self.run_report(busy)
@@ -209,6 +234,26 @@ class ReportTest(unittest.TestCase):
                       text)
         # 2.4 <= 2.5 and 2.2 <= 2.3, but 2.6 > 2.4.
         self.assertIn("no slower than PyTorch's in 2 of 3 rounds", text)
+
+    def test_ddp_over_syncline_in_the_rounds(self):
+        # ddp_pytorch.py --syncline times DDP over syncline/ucx in the same
+        # processes of each round: round-N/ddp_pytorch.json's "syncline".
+        rounds = [(2.5, 2.0, 1.6), (2.3, 1.9, 1.5), (2.4, 2.1, 1.7)]  # gloo, syncline, C++ ucx
+        for i, (gloo, over, ucx) in enumerate(rounds):
+            folder = os.path.join(self.dir, "round-%d" % (i + 1))
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, "ddp_pytorch.json"), "w") as f:
+                json.dump({"ratio": gloo, "syncline": {"backend": "ucx", "ratio": over}}, f)
+            with open(os.path.join(folder, "ddp_ucx.json"), "w") as f:
+                json.dump({"ratio": ucx, "floor": 1.4}, f)
+        result, text, _, _ = self.run_report(QUIET)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("| PyTorch DDP (syncline/ucx), ddp_pytorch.py --syncline | 2.00 (1.90-2.10) "
+                      "| n/a | n/a |", text)
+        # Worked by hand: 2.0/2.4, low 1.9/2.5, high 2.1/2.3 < 1: faster.
+        self.assertIn("over syncline/ucx / over gloo step time: 0.833 (0.760-0.913) faster", text)
+        # 2.0/1.6, low 1.9/1.7, high 2.1/1.5 > 1: slower (issue 17 asks at most 1.10).
+        self.assertIn("Syncline's C++ DDP over UCX: 1.25 (1.12-1.40) slower", text)
 
     def test_the_probe_reads_this_machine(self):
         row = machine_load.probe("now", seconds=0.05)

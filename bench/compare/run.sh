@@ -85,7 +85,7 @@ fi
 note "build into $BUILD"
 scripts/build.sh syncline-bench-collectives syncline-bench-raw-gloo syncline-bench-membw >&2 ||
   { echo "run.sh: build failed" >&2; exit 1; }
-for optional in syncline-bench-mpi syncline-backend-mpi syncline-backend-ucx syncline-bench-raw-ucx; do
+for optional in syncline-bench-mpi syncline-backend-mpi syncline-backend-ucx syncline-bench-raw-ucx syncline_torch; do
   if has_target "$optional"; then
     scripts/build.sh "$optional" >&2 || echo "run.sh: $optional did not build; skipped" >&2
   fi
@@ -140,6 +140,14 @@ if [ -n "$($PY -c 'import torch.distributed' 2>&1 && echo ok)" ]; then
   NAMES+=(torch_gloo)
   CMD[torch_gloo]="$PY bench/compare/torch_gloo.py --world_size 2 --min_bytes $MIN --max_bytes $MAX --factor $FACTOR --repetitions $REPS --json "
 fi
+# PyTorch over the `syncline` process group, UCX underneath (python/, issue 17):
+# the same script and ops as torch_gloo, against syncline-ucx's C++ figures.
+TORCH_SYNCLINE=()
+if [ "$BACKENDS" = gloo,ucx ] && compgen -G "$BUILD/python/syncline_torch/_C*.so" > /dev/null; then
+  TORCH_SYNCLINE=(env SYNCLINE_BACKEND=ucx PYTHONPATH="$BUILD/python")
+  NAMES+=(torch_syncline)
+  CMD[torch_syncline]="${TORCH_SYNCLINE[*]} $PY bench/compare/torch_gloo.py --backend syncline --world_size 2 --min_bytes $MIN --max_bytes $MAX --factor $FACTOR --repetitions $REPS --json "
+fi
 if [ -x "$BIN/syncline-bench-mpi" ] && command -v mpirun > /dev/null; then
   MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 --mca oob_tcp_if_include lo"
   NAMES+=(mpi_shm mpi_tcp)
@@ -169,7 +177,9 @@ elif [ "${BENCH_SKIP_DDP:-0}" != 1 ] && [ "$QUICK" = 0 ]; then
 fi
 if [ "${BENCH_SKIP_DDP:-0}" != 1 ] && [ "$QUICK" = 0 ] && [[ " ${NAMES[*]} " == *" torch_gloo "* ]]; then
   NAMES+=(ddp_pytorch)
-  CMD[ddp_pytorch]="$PY bench/compare/ddp_pytorch.py --json "
+  # With syncline_torch built, the same pair of processes also times DDP
+  # over the `syncline` group (UCX underneath): ddp_pytorch.py --syncline.
+  CMD[ddp_pytorch]="${TORCH_SYNCLINE[*]} $PY bench/compare/ddp_pytorch.py ${TORCH_SYNCLINE:+--syncline} --json "
 fi
 
 # The rounds: every system once per round, the order rotated by one each

@@ -16,7 +16,13 @@ time. busbw uses nccl-tests' factors.
               all_gather_into_tensor in torch 1.13)
   broadcast   in place from rank 0
 
+--backend syncline runs the same ops over the `syncline` process group
+(syncline_torch on PYTHONPATH, SYNCLINE_BACKEND picks what is underneath):
+the rows are then system "torch-syncline-<SYNCLINE_BACKEND>", PyTorch's
+collectives over Syncline.
+
 Usage: torch_gloo.py [--world_size 2] [--ops allreduce,allgather,broadcast]
+           [--backend gloo|syncline]
            [--min_bytes 8] [--max_bytes 64M] [--factor 4] [--warmup 2]
            [--repetitions 5] [--json FILE]
 """
@@ -61,12 +67,20 @@ def input_values(torch, rank, start, count):
     return ((i * 5 + rank * 3 + 1) % 8).to(torch.float32)
 
 
+def system_name(backend):
+    if backend == "syncline":
+        return "torch-syncline-" + os.environ.get("SYNCLINE_BACKEND", "gloo")
+    return "torch-" + backend
+
+
 def run_rank(args):
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + args.store,
+    if args.backend == "syncline":
+        import syncline_torch  # noqa: F401  (registers "syncline")
+    dist.init_process_group(args.backend, init_method="file://" + args.store,
                            rank=args.rank, world_size=args.world_size)
     rank, n = args.rank, args.world_size
     rows = []
@@ -117,7 +131,7 @@ def run_rank(args):
             dist.all_reduce(wrong_all)
             time_us = statistics.median(stats[:-1].tolist())
             algbw = count * 4 / time_us / 1e3
-            row = {"system": "torch-gloo", "op": op, "dtype": "f32",
+            row = {"system": system_name(args.backend), "op": op, "dtype": "f32",
                    "redop": "sum" if op == "allreduce" else "none", "ranks": n,
                    "bytes": count * 4, "count": count, "time_us": time_us,
                    "algbw": algbw, "busbw": algbw * bus_factor(op, n),
@@ -145,6 +159,7 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repetitions", type=int, default=5)
     p.add_argument("--json", default="")
+    p.add_argument("--backend", choices=["gloo", "syncline"], default="gloo")
     p.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
     p.add_argument("--store", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -156,8 +171,9 @@ def main():
     os.unlink(store)  # the FileStore creates it
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1",
                MASTER_ADDR="127.0.0.1")
-    print("# torch-gloo, %d ranks, f32 (size B, count, type, redop, time us, "
-          "algbw, busbw GB/s, #wrong, op)" % args.world_size, flush=True)
+    print("# %s, %d ranks, f32 (size B, count, type, redop, time us, "
+          "algbw, busbw GB/s, #wrong, op)" % (system_name(args.backend), args.world_size),
+          flush=True)
     procs = []
     for r in range(args.world_size):
         cmd = [sys.executable, os.path.abspath(__file__), "--rank", str(r),
