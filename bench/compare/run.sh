@@ -150,8 +150,11 @@ if [ "$BACKENDS" = gloo,ucx ] && compgen -G "$BUILD/python/syncline_torch/_C*.so
 fi
 if [ -x "$BIN/syncline-bench-mpi" ] && command -v mpirun > /dev/null; then
   MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 --mca oob_tcp_if_include lo"
-  NAMES+=(mpi_shm mpi_tcp)
+  NAMES+=(mpi_shm mpi_shm_nb mpi_tcp)
   CMD[mpi_shm]="$MPIRUN --mca btl vader,self $BIN/syncline-bench-mpi --system=mpi-shm ${SIZES[*]} --json="
+  # The same ops through MPI_Iallreduce & co. and MPI_Wait, the calls the mpi
+  # backend makes: syncline-mpi / mpi-shm-nb is the backend's own cost.
+  CMD[mpi_shm_nb]="$MPIRUN --mca btl vader,self $BIN/syncline-bench-mpi --system=mpi-shm-nb --nonblocking ${SIZES[*]} --json="
   CMD[mpi_tcp]="$MPIRUN --mca btl tcp,self --mca btl_tcp_if_include lo $BIN/syncline-bench-mpi --system=mpi-tcp ${SIZES[*]} --json="
   # Syncline over its mpi backend, on the same mpirun and shared memory as
   # mpi-shm: the backend's cost over raw MPI. Rank 0 hosts the store.
