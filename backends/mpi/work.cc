@@ -82,7 +82,8 @@ Request::Request(const sl_op_t& op, std::shared_ptr<CommState> comm,
     : op_(op), comm_(std::move(comm)), clock_(op.timeout_ms), prev_(std::move(prev)) {
   // Sends and receives need no turn; a collective waits for the one before.
   if (IsP2p(op_) || prev_ == nullptr || prev_->done()) {
-    clock_.Start(Clock::now());
+    // Posted is now: one clock read per op, not two (the op path's cost).
+    clock_.Start(clock_.posted());
     prev_.reset();
   }
 }
@@ -222,13 +223,21 @@ sl_result_t Request::Test(int* done, sl_error_t* err) const {
 }
 
 sl_result_t Request::Wait(int64_t timeout_ms, sl_error_t* err) const {
-  const Clock::time_point until = backend::SlWaitLimit(timeout_ms);
-  const Clock::time_point start = Clock::now();
   struct Waiting {
     explicit Waiting(CommState& c) : comm(c) { comm.waiters.fetch_add(1); }
     ~Waiting() { comm.waiters.fetch_sub(1); }
     CommState& comm;
   } waiting(*comm_);
+  // The caller's thread drives MPI itself (MPI_Test), with no hand-off to
+  // the progress thread. The first 64 spins read no clock: a small op is
+  // usually done within them, and a clock read is a good part of this
+  // path's cost. Deadlines and peers are checked from the 64th spin on,
+  // every 64 spins, as before (an op's deadline is seconds, not spins).
+  for (int spins = 0; spins < 63; ++spins) {
+    if (Advance(/*check_deadline=*/false)) return outcome_.Report(err);
+  }
+  const Clock::time_point until = backend::SlWaitLimit(timeout_ms);
+  const Clock::time_point start = Clock::now();
   for (uint64_t spins = 0;; ++spins) {
     // The clock is read every 64th spin only: a spin is one MPI_Test.
     if (Advance(/*check_deadline=*/(spins & 63) == 0)) return outcome_.Report(err);

@@ -45,7 +45,11 @@ import spread
 
 OPS = ["allreduce", "allgather", "reduce_scatter", "broadcast"]
 SYNCLINE = ["syncline-gloo", "syncline-ucx", "syncline-mpi"]
-REFERENCES = ["raw-gloo", "raw-ucx", "torch-gloo", "mpi-shm", "mpi-tcp", "membw-bound"]
+# mpi-shm-nb: mpi-shm's ops through MPI's non-blocking collectives (what the
+# mpi backend calls), so syncline-mpi / mpi-shm-nb is the backend's own cost
+# and mpi-shm-nb / mpi-shm OpenMPI's libnbc against its blocking coll/tuned.
+REFERENCES = ["raw-gloo", "raw-ucx", "torch-gloo", "mpi-shm", "mpi-shm-nb", "mpi-tcp",
+              "membw-bound"]
 # PyTorch's collectives over the `syncline` process group (torch_gloo.py
 # --backend syncline), against the C++ figure of the same backend.
 PYTHON_PATH = {"torch-syncline-ucx": "syncline-ucx", "torch-syncline-gloo": "syncline-gloo"}

@@ -39,6 +39,9 @@ BUSBW = {
     ("torch-syncline-ucx", "allreduce", M4): [5.5, 6.0, 6.4],
     ("torch-syncline-ucx", "allgather", K64): [0.3, 0.4, 0.5],
     ("syncline-ucx", "broadcast", 16384): [1.0, 1.0, 1.0],  # below 64 KiB: not judged
+    # The mpi backend against raw MPI's blocking and non-blocking collectives.
+    ("syncline-mpi", "allreduce", K64): [3.0, 4.0, 5.0],
+    ("mpi-shm-nb", "allreduce", K64): [6.0, 7.0, 8.0],
     ("torch-syncline-ucx", "broadcast", 16384): [0.1, 0.1, 0.1],
 }
 
@@ -63,6 +66,9 @@ RATIOS = {
     ("allgather", "syncline-ucx", "mpi-shm", K64): (2 / 4, 1 / 5, 2.5 / 3, "slower"),
     # The interval starts exactly at 1 (4 / 4): it touches 1, so level.
     ("allgather", "syncline-ucx", "mpi-shm", M4): (6 / 3, 4 / 4, 8 / 2, "level"),
+    # mpi-shm-nb is a reference column of its own, beside mpi-shm.
+    ("allreduce", "syncline-mpi", "mpi-shm-nb", K64): (4 / 7, 3 / 8, 5 / 6, "slower"),
+    ("allreduce", "syncline-mpi", "mpi-shm", K64): (4 / 5, 3 / 6, 5 / 4, "level"),
 }
 
 HEADER = "# Synthetic comparison\n\n- Machine: a test\n"

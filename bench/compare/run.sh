@@ -150,15 +150,23 @@ if [ "$BACKENDS" = gloo,ucx ] && compgen -G "$BUILD/python/syncline_torch/_C*.so
 fi
 if [ -x "$BIN/syncline-bench-mpi" ] && command -v mpirun > /dev/null; then
   MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 --mca oob_tcp_if_include lo"
-  NAMES+=(mpi_shm mpi_tcp)
+  NAMES+=(mpi_shm mpi_shm_nb mpi_tcp)
   CMD[mpi_shm]="$MPIRUN --mca btl vader,self $BIN/syncline-bench-mpi --system=mpi-shm ${SIZES[*]} --json="
+  # The same ops through MPI_Iallreduce & co. and MPI_Wait, the calls the mpi
+  # backend makes: syncline-mpi / mpi-shm-nb is the backend's own cost.
+  # NBC_MCA goes to both of them, identically: libnbc's own choice for
+  # MPI_Iallreduce under 4 ranks is binomial (reduce to a root, then
+  # broadcast: twice the data of coll/tuned's blocking one); 1 is its ring
+  # (backends/mpi/README.md, "Performance").
+  NBC_MCA="--mca coll_libnbc_iallreduce_algorithm 1"
+  CMD[mpi_shm_nb]="$MPIRUN --mca btl vader,self $NBC_MCA $BIN/syncline-bench-mpi --system=mpi-shm-nb --nonblocking ${SIZES[*]} --json="
   CMD[mpi_tcp]="$MPIRUN --mca btl tcp,self --mca btl_tcp_if_include lo $BIN/syncline-bench-mpi --system=mpi-tcp ${SIZES[*]} --json="
   # Syncline over its mpi backend, on the same mpirun and shared memory as
   # mpi-shm: the backend's cost over raw MPI. Rank 0 hosts the store.
   if [ -f "$BUILD/lib/libsyncline-backend-mpi.so" ]; then
     NAMES+=(syncline_mpi)
     port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    CMD[syncline_mpi]="$MPIRUN --mca btl vader,self -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$port $BIN/syncline-bench-collectives --backends=mpi --ops=$OPS ${SIZES[*]} --json="
+    CMD[syncline_mpi]="$MPIRUN --mca btl vader,self $NBC_MCA -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$port $BIN/syncline-bench-collectives --backends=mpi --ops=$OPS ${SIZES[*]} --json="
   fi
 else
   echo "run.sh: OpenMPI not found; mpi-shm and mpi-tcp skipped" >&2

@@ -16,7 +16,9 @@
  * Usage: syncline-bench-mpi [--system=mpi]
  *            [--ops=allreduce,allgather,broadcast,reduce_scatter]
  *            [--min_bytes=8] [--max_bytes=64M] [--factor=4] [--warmup=2]
- *            [--repetitions=5] [--json=FILE] */
+ *            [--repetitions=5] [--json=FILE] [--nonblocking]
+ * --nonblocking runs MPI_Iallreduce, MPI_Iallgather, MPI_Ibcast and
+ * MPI_Ireduce_scatter_block, each followed by MPI_Wait. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,7 @@ struct Flags {
   size_t min_bytes, max_bytes;
   int factor, warmup, repetitions;
   const char* json;
+  int nonblocking;
 };
 
 static size_t ParseBytes(const char* text) {
@@ -68,7 +71,32 @@ static double Median(double* values, int n) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+/* --nonblocking: the same ops through MPI's non-blocking collectives
+ * (OpenMPI 4.1: coll/libnbc) and MPI_Wait, the calls Syncline's mpi backend
+ * makes, so that syncline-mpi / this row is the backend's own cost. */
+static void RunOpNonblocking(int op, float* send, float* recv, size_t count, int n) {
+  MPI_Request req;
+  if (op == kAllreduce) {
+    MPI_Iallreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+  } else if (op == kAllgather) {
+    MPI_Iallgather(send, (int)(count / n), MPI_FLOAT, recv, (int)(count / n), MPI_FLOAT,
+                   MPI_COMM_WORLD, &req);
+  } else if (op == kReduceScatter) {
+    MPI_Ireduce_scatter_block(send, recv, (int)(count / n), MPI_FLOAT, MPI_SUM,
+                              MPI_COMM_WORLD, &req);
+  } else {
+    MPI_Ibcast(recv, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD, &req);
+  }
+  MPI_Wait(&req, MPI_STATUS_IGNORE);
+}
+
+static int g_nonblocking = 0;
+
 static void RunOp(int op, float* send, float* recv, size_t count, int n) {
+  if (g_nonblocking) {
+    RunOpNonblocking(op, send, recv, count, n);
+    return;
+  }
   if (op == kAllreduce) {
     MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   } else if (op == kAllgather) {
@@ -109,7 +137,7 @@ static long CountWrong(int op, int rank, int n, const float* recv, size_t count)
 static const char kHelp[] =
     "usage: syncline-bench-mpi [-h] [--system=NAME] [--ops=LIST] [--min_bytes=BYTES]\n"
     "                         [--max_bytes=BYTES] [--factor=N] [--warmup=N]\n"
-    "                         [--repetitions=N] [--json=FILE]\n"
+    "                         [--repetitions=N] [--json=FILE] [--nonblocking]\n"
     "\n"
     "OpenMPI's allreduce, allgather, broadcast and reduce_scatter, the reference for\n"
     "Syncline on one host, following bench/common's rules (sizes, iterations,\n"
@@ -130,6 +158,8 @@ static const char kHelp[] =
     "  --repetitions=N       Repetitions per row; the row is their median. (default:\n"
     "                        5)\n"
     "  --json=FILE           Also write every row to FILE as JSON.\n"
+    "  --nonblocking         Use the non-blocking collectives (MPI_Iallreduce, ...)\n"
+    "                        and MPI_Wait, as Syncline's mpi backend does.\n"
     "\n"
     "Example: mpirun -np 2 --mca pml ob1 --mca btl vader,self syncline-bench-mpi\n"
     "--system=mpi-shm\n";
@@ -151,6 +181,7 @@ static void ParseFlags(int argc, char** argv, struct Flags* f) {
   f->warmup = 2;
   f->repetitions = 5;
   f->json = NULL;
+  f->nonblocking = 0;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (!strncmp(a, "--system=", 9)) f->system = a + 9;
@@ -160,6 +191,7 @@ static void ParseFlags(int argc, char** argv, struct Flags* f) {
     else if (!strncmp(a, "--warmup=", 9)) f->warmup = atoi(a + 9);
     else if (!strncmp(a, "--repetitions=", 14)) f->repetitions = atoi(a + 14);
     else if (!strncmp(a, "--json=", 7)) f->json = a + 7;
+    else if (!strcmp(a, "--nonblocking")) f->nonblocking = 1;
     else if (!strncmp(a, "--ops=", 6)) {
       for (int k = 0; k < kNumOps; ++k) f->ops[k] = strstr(a + 6, kOpNames[k]) != NULL;
     } else {
@@ -184,6 +216,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   struct Flags f;
   ParseFlags(argc, argv, &f);
+  g_nonblocking = f.nonblocking;
   size_t max_count = f.max_bytes / sizeof(float) + (size_t)n + 1;
   float* send = calloc(max_count, sizeof(float));
   float* recv = calloc(max_count, sizeof(float));
