@@ -13,7 +13,10 @@ time. busbw uses nccl-tests' factors.
 
   all_reduce  in place (torch has no out-of-place allreduce), sum
   all_gather  into a list of world_size tensors (gloo has no
-              all_gather_into_tensor in torch 1.13)
+              all_gather_into_tensor in torch 1.13): the chunks of one
+              flat tensor, the output Syncline's C++ benchmark gathers
+              into (--allgather_outputs separate: world_size tensors
+              of their own, which a backend must copy into)
   broadcast   in place from rank 0
 
 --backend syncline runs the same ops over the `syncline` process group
@@ -22,7 +25,7 @@ the rows are then system "torch-syncline-<SYNCLINE_BACKEND>", PyTorch's
 collectives over Syncline.
 
 Usage: torch_gloo.py [--world_size 2] [--ops allreduce,allgather,broadcast]
-           [--backend gloo|syncline]
+           [--backend gloo|syncline] [--allgather_outputs chunks|separate]
            [--min_bytes 8] [--max_bytes 64M] [--factor 4] [--warmup 2]
            [--repetitions 5] [--json FILE]
 """
@@ -93,7 +96,10 @@ def run_rank(args):
             send = input_values(torch, rank if op != "broadcast" else 0, 0, block)
             if op == "broadcast" and rank != 0:
                 send = torch.full((block,), -1.0)
-            outs = [torch.empty(block) for _ in range(n)]
+            if args.allgather_outputs == "chunks":
+                outs = list(torch.empty(n * block).chunk(n))
+            else:
+                outs = [torch.empty(block) for _ in range(n)]
             work = torch.zeros(block)
 
             def once(buf):
@@ -160,6 +166,7 @@ def main():
     p.add_argument("--repetitions", type=int, default=5)
     p.add_argument("--json", default="")
     p.add_argument("--backend", choices=["gloo", "syncline"], default="gloo")
+    p.add_argument("--allgather_outputs", choices=["chunks", "separate"], default="chunks")
     p.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
     p.add_argument("--store", default="", help=argparse.SUPPRESS)
     args = p.parse_args()

@@ -44,6 +44,31 @@ std::function<void()> Unflatten(at::Tensor flat, TensorList outputs) {
   };
 }
 
+// The one flat tensor that `blocks` form when they are contiguous and lie
+// back to back, in order, in one storage (as the chunks of one tensor do),
+// and do not overlap `input`; undefined otherwise. An allgather into it
+// writes the blocks in place, with no staging buffer and no copies out.
+at::Tensor AdjacentBlocks(const TensorList& blocks, const at::Tensor& input) {
+  if (blocks.empty()) return {};
+  const at::Tensor& first = blocks[0];
+  const int64_t elem = static_cast<int64_t>(first.element_size());
+  const char* base = static_cast<const char*>(first.data_ptr());
+  int64_t total = 0;  // elements so far
+  for (const at::Tensor& b : blocks) {
+    if (b.numel() == 0 || !b.is_contiguous() || b.scalar_type() != first.scalar_type() ||
+        !b.storage().is_alias_of(first.storage()) ||
+        static_cast<const char*>(b.data_ptr()) != base + total * elem) {
+      return {};
+    }
+    total += b.numel();
+  }
+  const char* in = static_cast<const char*>(input.data_ptr());
+  const int64_t in_bytes = input.numel() * static_cast<int64_t>(input.element_size());
+  if (in < base + total * elem && base < in + in_bytes) return {};
+  return at::empty({0}, first.options().requires_grad(false))
+      .set_(first.storage(), first.storage_offset(), {total}, {1});
+}
+
 at::Tensor SameDtypeAs(const TensorList& tensors, const char* name) {
   TORCH_CHECK(!tensors.empty(), "syncline: ", name, " got no tensors");
   for (const at::Tensor& t : tensors) {
@@ -81,6 +106,21 @@ ReduceOp Collectives::Reduction(const c10d::ReduceOp& op, const at::Tensor& t,
               ReduceOpName(r), " on ", c10::toString(t.scalar_type()),
               " is not supported by Syncline's backend ", comm_->backend_name());
   return r;
+}
+
+at::Tensor Collectives::Scratch(int64_t numel, at::ScalarType dtype) {
+  const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
+  // Only scratch_ holds the storage once the last op that used it has ended
+  // (the Completer drops an op's buffers before completing its Work), and
+  // only this thread hands out new references, so a count of 1 stays 1.
+  if (!scratch_.defined() || scratch_.storage().use_count() != 1 ||
+      scratch_.numel() < bytes) {
+    if (scratch_.defined() && scratch_.storage().use_count() != 1) {
+      return at::empty({numel}, at::TensorOptions().dtype(dtype));  // still in use
+    }
+    scratch_ = at::empty({bytes}, at::kByte);
+  }
+  return scratch_.narrow(0, 0, bytes).view(dtype);
 }
 
 void Collectives::Post(absl::StatusOr<std::unique_ptr<syncline::Work>> posted,
@@ -152,10 +192,12 @@ WorkPtr Collectives::AllgatherInto(const at::Tensor& in, TensorList results,
   AllgatherOptions options;
   options.timeout = TimeoutFrom(timeout);
   PendingOp op;
-  at::Tensor flat = at::empty({size() * in.numel()}, in.options());
+  at::Tensor flat = AdjacentBlocks(results, in);
+  const bool in_place = flat.defined();
+  if (!in_place) flat = Scratch(size() * in.numel(), in.scalar_type());
   op.keep_alive.push_back(flat);
   Post(comm_->Allgather(ViewOf(Stage(in, false, op)), ViewOf(flat), options), op);
-  if (!results.empty()) op.finish.push_back(Unflatten(flat, results));
+  if (!in_place && !results.empty()) op.finish.push_back(Unflatten(flat, results));
   return Launch(type, name, results, std::move(op));
 }
 

@@ -185,6 +185,33 @@ for w in ws:
     w.wait()
 dist.barrier()
 
+# all_gather into the chunks of one tensor (written in place, no staging),
+# into chunks out of rank order, into chunks whose block `rank` is the input
+# itself, and several staged all_gathers in flight at once (each must get its
+# own staging buffer) of two dtypes.
+flat = torch.full((world * N,), -1.0)
+dist.all_gather(list(flat.chunk(world)), data(rank, torch.float32))
+check(flat, torch.cat([data(r, torch.float32) for r in range(world)]), "all_gather into chunks")
+flat = torch.full((world * N,), -1.0)
+dist.all_gather(list(reversed(flat.chunk(world))), data(rank, torch.float32))
+check(flat, torch.cat([data(r, torch.float32) for r in reversed(range(world))]),
+      "all_gather into chunks out of order")
+flat = torch.full((world * N,), -1.0)
+chunks = list(flat.chunk(world))
+chunks[rank].copy_(data(rank, torch.float32))
+dist.all_gather(chunks, chunks[rank])
+check(flat, torch.cat([data(r, torch.float32) for r in range(world)]),
+      "all_gather whose input is its own output block")
+pending = []
+for k, dtype in enumerate([torch.float64, torch.int8, torch.float64, torch.int32]):
+    outs = [torch.full((N + k,), -1, dtype=dtype) for _ in range(world)]
+    pending.append((dist.all_gather(outs, data(rank, dtype, N + k, salt=k), async_op=True),
+                    outs, dtype, k))
+for w, outs, dtype, k in pending:
+    w.wait()
+    for r in range(world):
+        check(outs[r], data(r, dtype, N + k, salt=k), f"all_gather {k} in flight, block {r}")
+
 # Subgroups: the even ranks, over their own communicator.
 evens = list(range(0, world, 2))
 group = dist.new_group(evens)
