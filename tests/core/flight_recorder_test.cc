@@ -130,7 +130,8 @@ TEST(FlightRecorder, DescribesEveryKindOfOpInFull) {
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_THAT(json, HasSubstr(absl::StrCat("\"seq\":", i + 1, ",\"op\":\"", want[i], "\"")));
   }
-  // Errors at posting name the op the same way, point-to-point included.
+  // Errors at posting name the op the same way, point-to-point included (the
+  // plugin SDK's one description, SlDescribeOp, which names the tag too).
   std::vector<float> short_recv(5);
   auto bad = comm->Allreduce(View(a), View(short_recv));
   ASSERT_FALSE(bad.ok());
@@ -140,11 +141,11 @@ TEST(FlightRecorder, DescribesEveryKindOfOpInFull) {
   auto self_send = comm->Send(View(a), 0);
   ASSERT_FALSE(self_send.ok());
   EXPECT_THAT(std::string(self_send.status().message()),
-              HasSubstr("send p2p#1 (f32 x 6, to rank 0) on rank 0/1 over gloo: peer 0"));
+              HasSubstr("send p2p#1 (f32 x 6, to rank 0, tag 0) on rank 0/1 over gloo: peer 0"));
   auto self_recv = comm->Recv(View(b), 0);
   ASSERT_FALSE(self_recv.ok());
   EXPECT_THAT(std::string(self_recv.status().message()),
-              HasSubstr("recv p2p#2 (f32 x 6, from rank 0) on rank 0/1 over gloo: peer 0"));
+              HasSubstr("recv p2p#2 (f32 x 6, from rank 0, tag 0) on rank 0/1 over gloo: peer 0"));
 }
 
 TEST(FlightRecorder, RingKeepsTheLastN) {
