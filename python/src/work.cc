@@ -2,6 +2,7 @@
 #include "work.h"
 
 #include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
 
 namespace syncline::torch_backend {
 
@@ -66,7 +67,17 @@ Completer::~Completer() {
     stopping_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  // The Works still queued may run Python when they end: a callback chained
+  // on a Future, or freeing a tensor whose Python object outlived Python's
+  // last use of it. Both take the GIL on this thread, so waiting for them
+  // with the GIL held (as a process group's destructor is called from
+  // Python) would hang for good.
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release no_gil;
+    thread_.join();
+  } else {
+    thread_.join();
+  }
 }
 
 void Completer::Enqueue(c10::intrusive_ptr<TorchWork> work) {

@@ -69,7 +69,7 @@ class TorchWork : public c10d::Work {
 //
 // Completes TorchWorks in the order they were posted, on its own thread.
 // The destructor finishes every queued Work (each Syncline op has a
-// deadline) and joins the thread.
+// deadline) and joins the thread, without the GIL.
 class Completer {
  public:
   Completer();
