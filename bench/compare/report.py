@@ -284,6 +284,67 @@ def targets_section(data):
                       table(["system", "size", "target", "measured"], lines), ""])
 
 
+ISSUE18_FROM = 64 << 10  # bytes; issue 18's busbw targets hold from here up
+
+
+def met(r, target):
+    """"yes" when the whole interval of ratio `r` is at or above `target`,
+    "no" when all of it is below, "unclear" otherwise."""
+    return "yes" if r["low"] >= target else "no" if r["high"] < target else "unclear"
+
+
+def issue18_section(data, raw_dir):
+    """Issue 18's targets, each with its measurement and whether it is met
+    (the whole interval on the right side of the target), unmet (all of it
+    on the wrong side) or unclear; busbw targets per size from 64 KiB up."""
+    lines = []
+    busbw_targets = [(op, "syncline-ucx", "mpi-shm", 0.9)
+                     for op in ("allgather", "broadcast", "reduce_scatter")]
+    busbw_targets.append(("allreduce", "syncline-ucx", "raw-ucx", 0.9))
+    for op, mine, ref, target in busbw_targets:
+        d = data.get(op, {})
+        if mine not in d or ref not in d:
+            continue
+        for b in sorted(x for x in d[mine] if x >= ISSUE18_FROM):
+            r = spread.ratio(busbw_of(d, mine, b), busbw_of(d, ref, b))
+            if r is not None:
+                lines.append(["%s: %s / %s >= %g" % (op, mine, ref, target), human(b),
+                              fmt_ratio(r, False), met(r, target)])
+    ar = data.get("allreduce", {})
+    if "syncline-ucx" in ar:
+        small = min(ar["syncline-ucx"])
+        t = ar["syncline-ucx"][small]["time_us"]
+        lines.append(["allreduce latency, syncline-ucx, median <= 1.0 us", human(small),
+                      "%.2f us (%.2f-%.2f)" % (t["median"], t["min"], t["max"]),
+                      "yes" if t["median"] <= 1.0 else "no"])
+    found = ddp_rounds(raw_dir)
+    ucx = found.get("ddp_ucx", {})
+    over = [v["ratio"] / v["floor"] for v in ucx.values() if v["floor"]]
+    if over:
+        r = spread.summarize(over)
+        lines.append(["DDP step over UCX / its floor <= 1.1", "48 MiB of gradients",
+                      "%s (%s-%s)" % (fmt(r["median"]), fmt(r["min"]), fmt(r["max"])),
+                      "yes" if r["max"] <= 1.1 else "no" if r["min"] > 1.1 else "unclear"])
+    torch = found.get("ddp_pytorch", {})
+    if ucx and torch:
+        r = spread.ratio(spread.summarize([v["ratio"] for v in torch.values()]),
+                         spread.summarize([v["ratio"] for v in ucx.values()]))
+        lines.append(["PyTorch DDP (gloo) / Syncline DDP over UCX, step time >= 1.3",
+                      "48 MiB of gradients", fmt_ratio(r, False), met(r, 1.3)])
+    mine = found.get("ddp_gloo", {})
+    both = sorted(set(mine) & set(torch))
+    if both:
+        wins = sum(1 for rnd in both if mine[rnd]["ratio"] <= torch[rnd]["ratio"])
+        lines.append(["Syncline DDP over Gloo no slower than PyTorch's, in every round",
+                      "48 MiB of gradients", "%d of %d rounds" % (wins, len(both)),
+                      "yes" if wins == len(both) else "no"])
+    if not lines:
+        return ""
+    return "\n".join(["### Issue 18's targets (2 ranks; met: the whole interval on the target's "
+                      "side, no: all of it on the other side; busbw ratios as median (low-high))",
+                      "", table(["target", "size", "measured", "met"], lines), ""])
+
+
 def python_path_section(data):
     """Issue 17: PyTorch's collectives over `syncline` within 10% of
     Syncline's C++ benchmark on the same backend, from 64 KiB up."""
@@ -577,6 +638,7 @@ def main():
     parts.append(targets_section(data))
     parts.append(consistency_section(load_standalone(args.raw, args.ranks), data))
     parts.append(python_path_section(data))
+    parts.append(issue18_section(data, args.raw))
     parts.append(ddp_section(args.raw))
     missing = [s for s in ALL if not any(s in data[op] for op in OPS)]
     if missing:
