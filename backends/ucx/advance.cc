@@ -84,6 +84,7 @@ void Communicator::FailCollectives(sl_result_t code, const std::string& message)
     if (broken_code_ == SL_OK) {
       broken_code_ = code;
       broken_message_ = message;
+      broken_.store(true, std::memory_order_release);
     }
   }
   bool first = true;

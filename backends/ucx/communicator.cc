@@ -141,8 +141,9 @@ sl_result_t Communicator::Hello(Clock::time_point deadline, std::string* error) 
   sl_result_t prepared = PreparePeers(schedule, op, error);
   if (prepared != SL_OK) return prepared;
   auto request = std::make_shared<Request>(transport_.get(), op, size_, "hello");
-  auto hello =
-      std::make_unique<Operation>(request, std::move(schedule), /*p2p=*/false, /*seq=*/0);
+  auto hello = std::make_unique<Operation>(
+      request, std::make_shared<const Schedule>(std::move(schedule)), /*p2p=*/false,
+      /*seq=*/0);
   Transport& t = *transport_;
   std::lock_guard<std::mutex> driver(t.driver_mu());
   t.ConnectPending();
@@ -308,22 +309,22 @@ sl_result_t Communicator::PostLabeled(const sl_op_t& op, const std::string& labe
   }
   auto req = std::make_shared<Request>(transport_.get(), op, size_, label);
   const bool p2p = op.kind == SL_OP_SEND || op.kind == SL_OP_RECV;
-  {
+  if (aborted_.load() || stopping_.load()) {
+    return SlSetError(err, SL_ERR_ABORTED, "ucx %s on %s: the communicator was aborted",
+                      req->Describe().c_str(), Where().c_str());
+  }
+  // The lock only when broken: one lock pair fewer per op (bench/README.md,
+  // "The 8-byte path").
+  if (!p2p && broken_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (aborted_.load() || stopping_.load()) {
-      return SlSetError(err, SL_ERR_ABORTED, "ucx %s on %s: the communicator was aborted",
-                        req->Describe().c_str(), Where().c_str());
-    }
-    if (!p2p && broken_code_ != SL_OK) {
-      return SlSetError(err, broken_code_,
-                        "ucx %s not run on %s: the communicator is unusable after an "
-                        "earlier failure: %s",
-                        req->Describe().c_str(), Where().c_str(), broken_message_.c_str());
-    }
+    return SlSetError(err, broken_code_,
+                      "ucx %s not run on %s: the communicator is unusable after an "
+                      "earlier failure: %s",
+                      req->Describe().c_str(), Where().c_str(), broken_message_.c_str());
   }
   AlgoArgs args{&op, rank_, size_, &options_, oversubscribed_};
-  Schedule schedule = SelectSchedule(args);
-  code = PreparePeers(schedule, op, &message);
+  std::shared_ptr<const Schedule> schedule = schedules_.Get(args);
+  code = PreparePeers(*schedule, op, &message);
   if (code != SL_OK) {
     return SlSetError(err, code, "ucx %s on %s: %s", req->Describe().c_str(),
                       Where().c_str(), message.c_str());

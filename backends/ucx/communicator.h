@@ -77,6 +77,7 @@
 #include "absl/base/thread_annotations.h"
 #include "backends/ucx/operation.h"
 #include "backends/ucx/options.h"
+#include "backends/ucx/schedule_cache.h"
 #include "backends/ucx/transport.h"
 #include "backends/ucx/work.h"
 #include "syncline/plugin_abi.h"
@@ -200,10 +201,13 @@ class Communicator {
   std::vector<std::shared_ptr<Request>> pending_ ABSL_GUARDED_BY(mu_);
   sl_result_t broken_code_ ABSL_GUARDED_BY(mu_) = SL_OK;
   std::string broken_message_ ABSL_GUARDED_BY(mu_);
+  // Set (under mu_) once broken_code_ is: Post() checks it without the lock.
+  std::atomic<bool> broken_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> aborted_{false};
 
   uint64_t collective_seq_ = 0;  // Post() only (serialized by the core)
+  ScheduleCache schedules_;      // Post() only
 };
 
 }  // namespace syncline::ucx_backend

@@ -10,8 +10,8 @@
 
 namespace syncline::ucx_backend {
 
-Operation::Operation(std::shared_ptr<Request> request, Schedule schedule, bool p2p,
-                     uint64_t seq)
+Operation::Operation(std::shared_ptr<Request> request,
+                     std::shared_ptr<const Schedule> schedule, bool p2p, uint64_t seq)
     : request_(std::move(request)), schedule_(std::move(schedule)), p2p_(p2p), seq_(seq) {}
 
 Operation::~Operation() = default;
@@ -23,8 +23,8 @@ uint64_t Operation::TagFor(const Wire& wire, const Transfer& transfer) const {
 }
 
 void Operation::PostRound(const Wire& wire) {
-  const Round& round = schedule_.rounds[round_];
-  flights_.assign(round.transfers.size(), InFlight{this, nullptr, nullptr, true, false});
+  const Round& round = schedule_->rounds[round_];
+  flights_.Assign(round.transfers.size(), InFlight{this, nullptr, nullptr, true, false});
   round_started_ = true;
   // Receives first, then sends: a message from a peer then finds its
   // receive posted (matched in place, not held as unexpected), and the
@@ -125,10 +125,10 @@ void Operation::RunActions(const Round& round) {
         std::memcpy(a.dst, a.a, a.count);
         break;
       case Action::kReduce3:
-        backend::SlReduce3(a.dst, a.a, a.b, a.count, schedule_.dtype, schedule_.redop);
+        backend::SlReduce3(a.dst, a.a, a.b, a.count, schedule_->dtype, schedule_->redop);
         break;
       case Action::kDivide:
-        backend::SlDivideBy(a.dst, a.count, schedule_.dtype, request_->group_size());
+        backend::SlDivideBy(a.dst, a.count, schedule_->dtype, request_->group_size());
         break;
     }
   }
@@ -136,10 +136,10 @@ void Operation::RunActions(const Round& round) {
 
 bool Operation::Advance(const Wire& wire) {
   while (code_ == SL_OK) {
-    if (round_ == schedule_.rounds.size()) return true;
+    if (round_ == schedule_->rounds.size()) return true;
     if (!round_started_) PostRound(wire);
     if (outstanding_ > 0 || code_ != SL_OK) break;
-    RunActions(schedule_.rounds[round_]);
+    RunActions(schedule_->rounds[round_]);
     ++round_;
     round_started_ = false;
   }
@@ -181,7 +181,7 @@ int Operation::OutstandingWithDead(const std::vector<std::string>& dead) const {
 std::string Operation::Progress() const {
   char text[96];
   std::snprintf(text, sizeof(text), "round %zu/%zu of %s", round_ + 1,
-                schedule_.rounds.size(), schedule_.algorithm);
+                schedule_->rounds.size(), schedule_->algorithm);
   return text;
 }
 

@@ -43,8 +43,9 @@ class Operation {
  public:
   // Collectives: `seq` is the communicator's collective count (tag.h).
   // Point-to-point: `p2p` is set and the tag carries op.tag instead.
-  Operation(std::shared_ptr<Request> request, Schedule schedule, bool p2p,
-            uint64_t seq);
+  // `schedule` may be shared with other ops (schedule_cache.h says when).
+  Operation(std::shared_ptr<Request> request, std::shared_ptr<const Schedule> schedule,
+            bool p2p, uint64_t seq);
   ~Operation();
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
@@ -92,12 +93,43 @@ class Operation {
   uint64_t TagFor(const Wire& wire, const Transfer& transfer) const;
 
   std::shared_ptr<Request> request_;
-  Schedule schedule_;
+  const std::shared_ptr<const Schedule> schedule_;
   const bool p2p_;
   const uint64_t seq_;
   size_t round_ = 0;
   bool round_started_ = false;
-  std::vector<InFlight> flights_;  // current round; never resized mid-round
+  // The current round's transfers, never resized mid-round (UCP holds
+  // pointers into it). Rounds of one or two transfers, every round of the
+  // latency algorithms at 2 ranks, keep them inline: no allocation per op.
+  class Flights {
+   public:
+    Flights() = default;
+    Flights(const Flights&) = delete;
+    Flights& operator=(const Flights&) = delete;
+    void Assign(size_t n, const InFlight& value) {
+      if (n <= kInline) {
+        data_ = small_;
+      } else {
+        large_.assign(n, value);
+        data_ = large_.data();
+      }
+      for (size_t i = 0; i < n; ++i) data_[i] = value;
+      size_ = n;
+    }
+    InFlight& operator[](size_t i) { return data_[i]; }
+    InFlight* begin() { return data_; }
+    InFlight* end() { return data_ + size_; }
+    const InFlight* begin() const { return data_; }
+    const InFlight* end() const { return data_ + size_; }
+
+   private:
+    static constexpr size_t kInline = 2;
+    InFlight small_[kInline] = {};
+    std::vector<InFlight> large_;
+    InFlight* data_ = small_;
+    size_t size_ = 0;
+  };
+  Flights flights_;  // current round
   int outstanding_ = 0;
   sl_result_t code_ = SL_OK;
   std::string error_;

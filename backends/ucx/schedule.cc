@@ -9,6 +9,10 @@ namespace syncline::ucx_backend {
 ScheduleBuilder::ScheduleBuilder(const char* algorithm, sl_dtype_t dtype,
                                  sl_redop_t redop)
     : elem_(sl_dtype_size(dtype)) {
+  // Room for the rounds of a small op at once (a local copy, up to three
+  // exchanges): growing from one round cost a second allocation and a move
+  // of every round on the 8-byte path.
+  schedule_.rounds.reserve(4);
   schedule_.algorithm = algorithm;
   schedule_.dtype = dtype;
   schedule_.redop = redop;
@@ -21,6 +25,7 @@ uint8_t* ScheduleBuilder::AllocScratch(size_t bytes) {
     std::abort();  // a builder bug, not a runtime condition
   }
   schedule_.scratch.reset(new uint8_t[bytes > 0 ? bytes : 1]);
+  schedule_.scratch_bytes = bytes;
   return schedule_.scratch.get();
 }
 

@@ -58,6 +58,7 @@ struct Schedule {
   sl_redop_t redop = SL_SUM;
   std::vector<Round> rounds;
   std::unique_ptr<uint8_t[]> scratch;  // uninitialized working memory
+  size_t scratch_bytes = 0;            // what AllocScratch asked for
 };
 
 // ScheduleBuilder

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "op_label.h"
 #include "syncline/store.h"
@@ -49,7 +50,7 @@ class FlightRecorder {
   // `what.seq` is the op's sequence number; the label is kept as it is
   // and put into words only when read (op_label.h).
   void Posted(const OpLabel& what, size_t bytes);
-  void Finished(uint64_t seq, bool ok, const std::string& error);
+  void Finished(uint64_t seq, bool ok, absl::string_view error);
 
   // " on rank 1/4 over gloo", the end of every op's description; lives as
   // long as the recorder (an OpLabel's `where`).

@@ -59,7 +59,7 @@ absl::Status PluginWork::Finish(sl_result_t result, const sl_error_t& err) {
     }
     final_ = absl::Status(ToStatusCode(result), message);
   }
-  if (recorder_) recorder_->Finished(seq_, final_.ok(), std::string(final_.message()));
+  if (recorder_) recorder_->Finished(seq_, final_.ok(), final_.message());
   return final_;
 }
 

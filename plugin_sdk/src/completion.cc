@@ -21,7 +21,9 @@ bool OpOutcome::Complete(sl_result_t code, std::string message) {
 }
 
 sl_result_t OpOutcome::Report(sl_error_t* err) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  // No lock: Complete() wrote code_ and message_ before its release store
+  // of done_, and never writes them again, so a reader that has seen done()
+  // (the caller's duty) reads them as they stay.
   return SlReport(err, code_, message_);
 }
 

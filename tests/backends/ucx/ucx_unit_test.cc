@@ -19,6 +19,7 @@
 
 #include "backends/ucx/algorithms/algorithms.h"
 #include "backends/ucx/bootstrap.h"
+#include "backends/ucx/schedule_cache.h"
 #include "backends/ucx/split_plan.h"
 #include "backends/ucx/tag.h"
 #include "gtest/gtest.h"
@@ -528,6 +529,96 @@ TEST(UcxSchedules, ThresholdsPickTheDocumentedAlgorithm) {
      }
     }
   }
+}
+
+// The schedule cache (schedule_cache.h): an op with the same fields gets
+// the schedule built for the first; any field a schedule depends on makes
+// another; large scratch and point-to-point schedules with scratch are never
+// shared; and a cached schedule is the one SelectSchedule builds.
+TEST(UcxScheduleCache, SameOpSameScheduleAnyDifferenceAnother) {
+  Options options;
+  std::vector<float> a(64, 1.0f), b(64, 0.0f);
+  const int P = 4;
+  auto allreduce = [&] {
+    sl_op_t op = sl_op_init(SL_OP_ALLREDUCE);
+    op.send = {a.data(), 2, SL_F32, SL_DEVICE_CPU, 0, nullptr};
+    op.recv = {b.data(), 2, SL_F32, SL_DEVICE_CPU, 0, nullptr};
+    return op;
+  };
+  ScheduleCache cache;
+  sl_op_t op = allreduce();
+  AlgoArgs args{&op, 1, P, &options};
+  const std::shared_ptr<const Schedule> first = cache.Get(args);
+  op.seq = 99;          // not part of the schedule
+  op.timeout_ms = 123;  // nor this
+  EXPECT_EQ(cache.Get(args), first);
+  // The cached one is what SelectSchedule builds for the op.
+  const Schedule built = SelectSchedule(args);
+  ASSERT_EQ(built.rounds.size(), first->rounds.size());
+  EXPECT_STREQ(built.algorithm, first->algorithm);
+  for (size_t r = 0; r < built.rounds.size(); ++r) {
+    ASSERT_EQ(built.rounds[r].transfers.size(), first->rounds[r].transfers.size());
+    for (size_t i = 0; i < built.rounds[r].transfers.size(); ++i) {
+      EXPECT_EQ(built.rounds[r].transfers[i].peer, first->rounds[r].transfers[i].peer);
+      EXPECT_EQ(built.rounds[r].transfers[i].bytes, first->rounds[r].transfers[i].bytes);
+      EXPECT_EQ(built.rounds[r].transfers[i].step, first->rounds[r].transfers[i].step);
+    }
+  }
+  // Each field a schedule depends on.
+  std::vector<std::pair<const char*, sl_op_t>> others;
+  auto vary = [&](const char* what, auto change) {
+    sl_op_t o = allreduce();
+    change(o);
+    others.emplace_back(what, o);
+  };
+  vary("send data", [&](sl_op_t& o) { o.send.data = a.data() + 8; });
+  vary("recv data", [&](sl_op_t& o) { o.recv.data = b.data() + 8; });
+  vary("count", [](sl_op_t& o) { o.send.count = o.recv.count = 4; });
+  vary("dtype", [](sl_op_t& o) { o.send.dtype = o.recv.dtype = SL_I32; });
+  vary("redop", [](sl_op_t& o) { o.redop = SL_MAX; });
+  vary("kind", [](sl_op_t& o) { o.kind = SL_OP_BROADCAST; });
+  vary("root", [](sl_op_t& o) { o.kind = SL_OP_BROADCAST; o.root = 2; });
+  for (const auto& [what, other] : others) {
+    EXPECT_FALSE(ScheduleCache::SameSchedule(other, allreduce())) << what;
+    sl_op_t o = other;
+    AlgoArgs other_args{&o, 1, P, &options};
+    EXPECT_NE(cache.Get(other_args), first) << what;
+  }
+  // More distinct ops than entries: each still gets its own schedule.
+  for (size_t n = 1; n <= 2 * ScheduleCache::kEntries; ++n) {
+    sl_op_t o = allreduce();
+    o.send.count = o.recv.count = n;
+    AlgoArgs o_args{&o, 1, P, &options};
+    const std::shared_ptr<const Schedule> s = cache.Get(o_args);
+    ASSERT_FALSE(s->rounds.empty());
+    EXPECT_EQ(s->rounds.back().transfers.back().bytes, n * sizeof(float)) << n;
+  }
+}
+
+TEST(UcxScheduleCache, LargeScratchAndPointToPointScratchAreNotShared) {
+  Options options;
+  const size_t n = ScheduleCache::kMaxScratchBytes / sizeof(float) + 1;
+  std::vector<float> a(n), b(n);
+  sl_op_t op = sl_op_init(SL_OP_ALLREDUCE);
+  op.send = {a.data(), n, SL_F32, SL_DEVICE_CPU, 0, nullptr};
+  op.recv = {b.data(), n, SL_F32, SL_DEVICE_CPU, 0, nullptr};
+  options.allreduce_small_max = size_t{1} << 30;  // recursive doubling: scratch of n
+  AlgoArgs args{&op, 0, 2, &options};
+  ScheduleCache cache;
+  const std::shared_ptr<const Schedule> large = cache.Get(args);
+  ASSERT_GT(large->scratch_bytes, ScheduleCache::kMaxScratchBytes);
+  EXPECT_NE(cache.Get(args), large);
+  // A send has no scratch: ops to the same peer with the same tag share it.
+  sl_op_t send = sl_op_init(SL_OP_SEND);
+  send.send = {a.data(), 2, SL_F32, SL_DEVICE_CPU, 0, nullptr};
+  send.peer = 1;
+  send.tag = 7;
+  AlgoArgs send_args{&send, 0, 2, &options};
+  const std::shared_ptr<const Schedule> s = cache.Get(send_args);
+  ASSERT_EQ(s->scratch_bytes, 0u);
+  EXPECT_EQ(cache.Get(send_args), s);
+  send.tag = 8;
+  EXPECT_NE(cache.Get(send_args), s);
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ class OpOutcome {
   bool done() const { return done_.load(std::memory_order_acquire); }
 
   // The outcome through the ABI (SlReport): `err` cleared on success, the
-  // message otherwise. Only once done().
+  // message otherwise. Only once done(); takes no lock.
   sl_result_t Report(sl_error_t* err) const;
 
   // request_test's answer: *done, and the outcome once done, SL_OK with
@@ -62,8 +62,10 @@ class OpOutcome {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::atomic<bool> done_{false};
-  sl_result_t code_ ABSL_GUARDED_BY(mu_) = SL_OK;
-  std::string message_ ABSL_GUARDED_BY(mu_);
+  // Written once, under mu_, before done_ is set (release); read without
+  // the lock once done() (acquire) is true, since nothing writes them again.
+  sl_result_t code_ = SL_OK;
+  std::string message_;
 };
 
 // SlWaitLimit()
