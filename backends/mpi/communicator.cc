@@ -104,7 +104,8 @@ bool ParseOptions(const char* text, CommState* state, std::string* why) {
             ? std::strtoull(value, &rest, 10)
             : 0;
     if (rest == nullptr || *rest != '\0') {
-      *why = "option '" + item + "': the mpi backend knows allreduce_small_max=BYTES only";
+      *why =
+          "option '" + item + "': the mpi backend knows allreduce_small_max=BYTES only";
       return false;
     }
     state->allreduce_small_max = bytes;
@@ -192,16 +193,19 @@ sl_result_t Communicator::Create(const sl_comm_config_t& config,
   {
     MpiLock lock;
     rc = MPI_Comm_idup(MPI_COMM_WORLD, &state->comm, &dups[0]);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_idup(MPI_COMM_WORLD, &state->algo_comm, &dups[1]);
+    if (rc == MPI_SUCCESS) {
+      rc = MPI_Comm_idup(MPI_COMM_WORLD, &state->algo_comm, &dups[1]);
+    }
   }
   const Clock::time_point deadline = DeadlineAfter(config.timeout_ms);
   for (MPI_Request& dup : dups) {
     if (rc == MPI_SUCCESS && !WaitUntil(&dup, deadline, &rc)) {
       SkipFinalizeAtExit();
-      return SlSetError(err, SL_ERR_TIMEOUT,
-                        "mpi comm_create: rank %d of %d: MPI_Comm_idup of MPI_COMM_WORLD did "
-                        "not finish within %lld ms although every rank checked in",
-                        world_rank, world_size, static_cast<long long>(config.timeout_ms));
+      return SlSetError(
+          err, SL_ERR_TIMEOUT,
+          "mpi comm_create: rank %d of %d: MPI_Comm_idup of MPI_COMM_WORLD did "
+          "not finish within %lld ms although every rank checked in",
+          world_rank, world_size, static_cast<long long>(config.timeout_ms));
     }
   }
   if (rc != MPI_SUCCESS) {
@@ -398,10 +402,11 @@ sl_result_t Communicator::Split(int32_t color, int32_t key, const sl_store_t* st
   }
   if (rc == MPI_SUCCESS && !WaitUntil(&dup, DeadlineAfter(timeout_ms_), &rc)) {
     SkipFinalizeAtExit();
-    return SlSetError(err, SL_ERR_TIMEOUT,
-                      "mpi comm_split: MPI_Comm_idup of the new communicator did not finish "
-                      "within %lld ms",
-                      static_cast<long long>(timeout_ms_));
+    return SlSetError(
+        err, SL_ERR_TIMEOUT,
+        "mpi comm_split: MPI_Comm_idup of the new communicator did not finish "
+        "within %lld ms",
+        static_cast<long long>(timeout_ms_));
   }
   if (rc != MPI_SUCCESS) {
     return SlSetError(err, SL_ERR_INTERNAL, "mpi comm_split: MPI_Comm_idup failed: %s",

@@ -137,7 +137,9 @@ int Request::StartSmallAllreduce(uint64_t number) {
   tag_base_ = static_cast<int>(number % kOps) * kTagsPerOp;
   const size_t bytes = op_.recv.count * sl_dtype_size(op_.recv.dtype);
   // The partial result lives in the receive buffer from the start.
-  if (op_.send.data != op_.recv.data && bytes > 0) std::memcpy(op_.recv.data, op_.send.data, bytes);
+  if (op_.send.data != op_.recv.data && bytes > 0) {
+    std::memmove(op_.recv.data, op_.send.data, bytes);
+  }
   scratch_.resize(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   step_ = 0;
@@ -150,18 +152,19 @@ int Request::PostStep() const {
   const int count = static_cast<int>(op_.recv.count);
   const MPI_Datatype type = MpiType(op_.recv.dtype);
   MpiLock mpi;
-  int rc = MPI_Irecv(scratch_.data(), count, type, partner, tag_base_ + step_, comm_->algo_comm,
-                     &requests_[0]);
+  int rc = MPI_Irecv(scratch_.data(), count, type, partner, tag_base_ + step_,
+                     comm_->algo_comm, &requests_[0]);
   if (rc != MPI_SUCCESS) return rc;
-  return MPI_Isend(op_.recv.data, count, type, partner, tag_base_ + step_, comm_->algo_comm,
-                   &requests_[1]);
+  return MPI_Isend(op_.recv.data, count, type, partner, tag_base_ + step_,
+                   comm_->algo_comm, &requests_[1]);
 }
 
 bool Request::StepDone(int* rc) const {
   {
     MpiLock mpi;
-    *rc = MPI_Reduce_local(scratch_.data(), op_.recv.data, static_cast<int>(op_.recv.count),
-                           MpiType(op_.recv.dtype), MpiOp(op_.redop, op_.recv.dtype));
+    *rc =
+        MPI_Reduce_local(scratch_.data(), op_.recv.data, static_cast<int>(op_.recv.count),
+                         MpiType(op_.recv.dtype), MpiOp(op_.redop, op_.recv.dtype));
   }
   if (*rc != MPI_SUCCESS) return true;
   ++step_;
@@ -236,7 +239,9 @@ bool Request::Advance(bool check_deadline) const {
                               : MPI_Testall(num_requests_, requests_, &finished, status);
     }
     // A small allreduce's step is done: the next one may be too, at once.
-    if (rc != MPI_SUCCESS || !finished || step_ < 0 || StepDone(&rc) || rc != MPI_SUCCESS) break;
+    if (rc != MPI_SUCCESS || !finished || step_ < 0 || StepDone(&rc) || rc != MPI_SUCCESS) {
+      break;
+    }
   }
   if (rc != MPI_SUCCESS) {
     const std::string message = Describe() + ": MPI_Test failed: " + MpiErrorText(rc);

@@ -177,7 +177,8 @@ class Request {
   mutable std::mutex mu_;
   // requests_[0] is the op's MPI request; a small allreduce's step has two
   // (its receive, then its send).
-  mutable MPI_Request requests_[2] ABSL_GUARDED_BY(mu_) = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  mutable MPI_Request requests_[2] ABSL_GUARDED_BY(mu_) = {MPI_REQUEST_NULL,
+                                                           MPI_REQUEST_NULL};
   mutable int num_requests_ ABSL_GUARDED_BY(mu_) = 1;
   // The small allreduce: its step, first tag, and the partner's part.
   mutable int step_ ABSL_GUARDED_BY(mu_) = -1;
