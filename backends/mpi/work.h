@@ -8,7 +8,7 @@
 // about the op drive it: request_test and request_wait call MPI_Testall on
 // it, which also advances every other pending op of the process.
 //
-// Small allreduces (at most allreduce_small_max bytes, 4 KiB unless the
+// Small allreduces (at most allreduce_small_max bytes, 2 KiB unless the
 // backend option says otherwise, on a power-of-two number
 // of ranks, 2 or more) do not go through MPI_Iallreduce: libnbc builds a
 // schedule per call, about 0.5 us of an 8-byte op on this machine's
@@ -59,7 +59,7 @@ using Clock = std::chrono::steady_clock;
 // The largest allreduce (bytes) that runs as the backend's own recursive
 // doubling rather than MPI_Iallreduce (above; README.md, "Performance"), by
 // default; the backend option allreduce_small_max=BYTES sets it (0: never).
-constexpr size_t kSmallAllreduceBytes = 4096;
+constexpr size_t kSmallAllreduceBytes = 2048;
 
 // What a communicator shares with its ops: the MPI communicator, who we are,
 // and whether it was aborted (and why).
