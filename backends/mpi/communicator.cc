@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <utility>
@@ -84,6 +85,34 @@ sl_result_t CheckIn(const sl_comm_config_t& config, sl_error_t* err) {
   return SL_OK;
 }
 
+// The backend options ("key=value;...", null or empty: defaults): only
+// allreduce_small_max=BYTES (work.h). False with the reason otherwise.
+bool ParseOptions(const char* text, CommState* state, std::string* why) {
+  const std::string options = text == nullptr ? "" : text;
+  size_t at = 0;
+  while (at < options.size()) {
+    size_t end = options.find(';', at);
+    if (end == std::string::npos) end = options.size();
+    const std::string item = options.substr(at, end - at);
+    at = end + 1;
+    if (item.find_first_not_of(' ') == std::string::npos) continue;
+    const std::string key = "allreduce_small_max=";
+    const char* value = item.c_str() + key.size();
+    char* rest = nullptr;
+    const unsigned long long bytes =
+        item.compare(0, key.size(), key) == 0 && *value >= '0' && *value <= '9'
+            ? std::strtoull(value, &rest, 10)
+            : 0;
+    if (rest == nullptr || *rest != '\0') {
+      *why =
+          "option '" + item + "': the mpi backend knows allreduce_small_max=BYTES only";
+      return false;
+    }
+    state->allreduce_small_max = bytes;
+  }
+  return true;
+}
+
 int TagUpperBound() {
   int* value = nullptr;
   int found = 0;
@@ -150,22 +179,34 @@ sl_result_t Communicator::Create(const sl_comm_config_t& config,
   }
   if (sl_result_t rc = CheckIn(config, err); rc != SL_OK) return rc;
   auto state = std::make_shared<CommState>();
+  if (std::string why; !ParseOptions(config.options, state.get(), &why)) {
+    return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "mpi comm_create: %s", why.c_str());
+  }
   state->rank = world_rank;
   state->size = world_size;
   state->comm_id = config.comm_id;
   state->store = config.store;
-  MPI_Request dup = MPI_REQUEST_NULL;
+  // Two duplicates: MPI's collectives and the user's sends on one, the
+  // backend's own algorithms on the other (CommState::algo_comm).
+  MPI_Request dups[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   int rc;
   {
     MpiLock lock;
-    rc = MPI_Comm_idup(MPI_COMM_WORLD, &state->comm, &dup);
+    rc = MPI_Comm_idup(MPI_COMM_WORLD, &state->comm, &dups[0]);
+    if (rc == MPI_SUCCESS) {
+      rc = MPI_Comm_idup(MPI_COMM_WORLD, &state->algo_comm, &dups[1]);
+    }
   }
-  if (rc == MPI_SUCCESS && !WaitUntil(&dup, DeadlineAfter(config.timeout_ms), &rc)) {
-    SkipFinalizeAtExit();
-    return SlSetError(err, SL_ERR_TIMEOUT,
-                      "mpi comm_create: rank %d of %d: MPI_Comm_idup of MPI_COMM_WORLD did not "
-                      "finish within %lld ms although every rank checked in",
-                      world_rank, world_size, static_cast<long long>(config.timeout_ms));
+  const Clock::time_point deadline = DeadlineAfter(config.timeout_ms);
+  for (MPI_Request& dup : dups) {
+    if (rc == MPI_SUCCESS && !WaitUntil(&dup, deadline, &rc)) {
+      SkipFinalizeAtExit();
+      return SlSetError(
+          err, SL_ERR_TIMEOUT,
+          "mpi comm_create: rank %d of %d: MPI_Comm_idup of MPI_COMM_WORLD did "
+          "not finish within %lld ms although every rank checked in",
+          world_rank, world_size, static_cast<long long>(config.timeout_ms));
+    }
   }
   if (rc != MPI_SUCCESS) {
     return SlSetError(err, SL_ERR_INTERNAL, "mpi comm_create: MPI_Comm_idup failed: %s",
@@ -201,6 +242,7 @@ Communicator::~Communicator() {
   }
   MpiLock lock;
   MPI_Comm_free(&state_->comm);
+  MPI_Comm_free(&state_->algo_comm);
 }
 
 void Communicator::Abort() {
@@ -294,13 +336,18 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
   if (timed.timeout_ms == 0) timed.timeout_ms = timeout_ms_;
   auto posted = std::make_shared<Request>(
       timed, state_, IsCollective(op.kind) ? state_->last_collective : nullptr);
-  MPI_Request started = MPI_REQUEST_NULL;
-  const int rc = Start(*posted, &started);
+  int rc;
+  if (Request::IsSmallAllreduce(op, *state_)) {
+    rc = posted->StartSmallAllreduce(state_->small_allreduces++);
+  } else {
+    MPI_Request started = MPI_REQUEST_NULL;
+    rc = Start(*posted, &started);
+    if (rc == MPI_SUCCESS) posted->Started(started);
+  }
   if (rc != MPI_SUCCESS) {
     return SlSetError(err, SL_ERR_INTERNAL, "%s: MPI refused to start it: %s",
                       posted->Describe().c_str(), MpiErrorText(rc).c_str());
   }
-  posted->Started(started);
   state_->pending.push_back(posted);
   if (IsCollective(op.kind)) state_->last_collective = posted;
   *request = std::move(posted);
@@ -346,8 +393,29 @@ sl_result_t Communicator::Split(int32_t color, int32_t key, const sl_store_t* st
     return SlSetError(err, SL_ERR_INTERNAL, "mpi comm_split: %s", MpiErrorText(rc).c_str());
   }
   if (made == MPI_COMM_NULL) return SL_OK;
+  // The child's second communicator, for the backend's own algorithms.
+  MPI_Comm algo = MPI_COMM_NULL;
+  MPI_Request dup = MPI_REQUEST_NULL;
+  {
+    MpiLock lock;
+    rc = MPI_Comm_idup(made, &algo, &dup);
+  }
+  if (rc == MPI_SUCCESS && !WaitUntil(&dup, DeadlineAfter(timeout_ms_), &rc)) {
+    SkipFinalizeAtExit();
+    return SlSetError(
+        err, SL_ERR_TIMEOUT,
+        "mpi comm_split: MPI_Comm_idup of the new communicator did not finish "
+        "within %lld ms",
+        static_cast<long long>(timeout_ms_));
+  }
+  if (rc != MPI_SUCCESS) {
+    return SlSetError(err, SL_ERR_INTERNAL, "mpi comm_split: MPI_Comm_idup failed: %s",
+                      MpiErrorText(rc).c_str());
+  }
   auto state = std::make_shared<CommState>();
   state->comm = made;
+  state->algo_comm = algo;
+  state->allreduce_small_max = state_->allreduce_small_max;
   state->comm_id = id;
   state->store = store;
   {

@@ -3,10 +3,14 @@
 // Create() joins MPI_COMM_WORLD's ranks: MPI's world rank and size must be
 // the ones Syncline's rendezvous gave (config.rank, config.size), every rank
 // checks in through config.store (so a rank that never comes is named), and
-// the world is duplicated (MPI_Comm_idup, bounded by config.timeout_ms), so
-// each Syncline communicator has MPI traffic of its own. Split() is
-// MPI_Comm_split after a bounded MPI_Ibarrier over the parent. Post() starts
-// the op with MPI's non-blocking call and returns at once.
+// the world is duplicated twice (MPI_Comm_idup, bounded by
+// config.timeout_ms), so each Syncline communicator has MPI traffic of its
+// own, and its own algorithms (the small allreduce, work.h) a communicator
+// apart. config.options may set allreduce_small_max=BYTES. Split() is
+// MPI_Comm_split after a bounded MPI_Ibarrier over the parent (the child
+// duplicated once more, and inheriting the option). Post() starts the op
+// with MPI's non-blocking call, or the small allreduce's first step, and
+// returns at once.
 //
 // MPI advances ops only inside MPI calls. A thread in request_wait drives
 // them; while none is, the communicator's progress thread tests the oldest

@@ -46,6 +46,20 @@ void CommState::Abort(const std::string& message, const Request* except) {
   }
 }
 
+void CommState::AdvancePending(const Request* except) {
+  constexpr size_t kBatch = 64;
+  std::shared_ptr<Request> batch[kBatch];
+  size_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& request : pending) {
+      if (n == kBatch) break;
+      if (request.get() != except && !request->done()) batch[n++] = request;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) batch[i]->Advance();
+}
+
 std::string CommState::RanksThatLeft() {
   std::lock_guard<std::mutex> lock(mu);
   if (store == nullptr) return "";
@@ -106,7 +120,57 @@ const void* Request::SendData() {
 
 void Request::Started(MPI_Request request) {
   std::lock_guard<std::mutex> lock(mu_);
-  request_ = request;
+  requests_[0] = request;
+}
+
+bool Request::IsSmallAllreduce(const sl_op_t& op, const CommState& comm) {
+  const bool power_of_two = comm.size >= 2 && (comm.size & (comm.size - 1)) == 0;
+  return op.kind == SL_OP_ALLREDUCE && power_of_two &&
+         op.recv.count * sl_dtype_size(op.recv.dtype) <= comm.allreduce_small_max;
+}
+
+int Request::StartSmallAllreduce(uint64_t number) {
+  // 32 tags per op (a step each; 2^31 ranks at most), wrapping below
+  // MPI_TAG_UB: ops that far apart are never in flight together.
+  constexpr int kTagsPerOp = 32;
+  constexpr uint64_t kOps = 32767 / kTagsPerOp;  // the least MPI_TAG_UB there is
+  tag_base_ = static_cast<int>(number % kOps) * kTagsPerOp;
+  const size_t bytes = op_.recv.count * sl_dtype_size(op_.recv.dtype);
+  // The partial result lives in the receive buffer from the start.
+  if (op_.send.data != op_.recv.data && bytes > 0) {
+    std::memmove(op_.recv.data, op_.send.data, bytes);
+  }
+  scratch_.resize(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  step_ = 0;
+  num_requests_ = 2;
+  return PostStep();
+}
+
+int Request::PostStep() const {
+  const int partner = comm_->rank ^ (1 << step_);
+  const int count = static_cast<int>(op_.recv.count);
+  const MPI_Datatype type = MpiType(op_.recv.dtype);
+  MpiLock mpi;
+  int rc = MPI_Irecv(scratch_.data(), count, type, partner, tag_base_ + step_,
+                     comm_->algo_comm, &requests_[0]);
+  if (rc != MPI_SUCCESS) return rc;
+  return MPI_Isend(op_.recv.data, count, type, partner, tag_base_ + step_,
+                   comm_->algo_comm, &requests_[1]);
+}
+
+bool Request::StepDone(int* rc) const {
+  {
+    MpiLock mpi;
+    *rc =
+        MPI_Reduce_local(scratch_.data(), op_.recv.data, static_cast<int>(op_.recv.count),
+                         MpiType(op_.recv.dtype), MpiOp(op_.redop, op_.recv.dtype));
+  }
+  if (*rc != MPI_SUCCESS) return true;
+  ++step_;
+  if ((1 << step_) >= comm_->size) return true;
+  *rc = PostStep();
+  return *rc != MPI_SUCCESS;
 }
 
 void Request::Finish(const MPI_Status& status) const {
@@ -140,12 +204,12 @@ void Request::Finish(const MPI_Status& status) const {
 }
 
 void Request::TimeOut() const {
-  if (op_.kind == SL_OP_RECV && request_ != MPI_REQUEST_NULL) {
+  if (op_.kind == SL_OP_RECV && requests_[0] != MPI_REQUEST_NULL) {
     // A receive can be cancelled: its buffer is ours again once MPI says so.
     MpiLock lock;
-    MPI_Cancel(&request_);
+    MPI_Cancel(&requests_[0]);
     MPI_Status status;
-    MPI_Wait(&request_, &status);
+    MPI_Wait(&requests_[0], &status);
     Finish(status);
     return;
   }
@@ -166,11 +230,18 @@ bool Request::Advance(bool check_deadline) const {
   if (!lock.owns_lock()) return outcome_.done();  // another thread is on it
   if (outcome_.done() || comm_->aborted.load()) return outcome_.done();
   int finished = 0;
-  MPI_Status status;
+  MPI_Status status[2];
   int rc;
-  {
-    MpiLock mpi;
-    rc = MPI_Test(&request_, &finished, &status);
+  for (;;) {
+    {
+      MpiLock mpi;
+      rc = num_requests_ == 1 ? MPI_Test(&requests_[0], &finished, &status[0])
+                              : MPI_Testall(num_requests_, requests_, &finished, status);
+    }
+    // A small allreduce's step is done: the next one may be too, at once.
+    if (rc != MPI_SUCCESS || !finished || step_ < 0 || StepDone(&rc) || rc != MPI_SUCCESS) {
+      break;
+    }
   }
   if (rc != MPI_SUCCESS) {
     const std::string message = Describe() + ": MPI_Test failed: " + MpiErrorText(rc);
@@ -179,7 +250,7 @@ bool Request::Advance(bool check_deadline) const {
     return true;
   }
   if (finished) {
-    Finish(status);
+    Finish(status[0]);
     return true;
   }
   if (!check_deadline) return false;
@@ -242,6 +313,7 @@ sl_result_t Request::Wait(int64_t timeout_ms, sl_error_t* err) const {
     // The clock is read every 64th spin only: a spin is one MPI_Test.
     if (Advance(/*check_deadline=*/(spins & 63) == 0)) return outcome_.Report(err);
     if ((spins & 63) != 63) continue;
+    comm_->AdvancePending(this);
     const Clock::time_point now = Clock::now();
     if (now >= until) return backend::SlWaitTimedOut(err, Describe(), timeout_ms);
     // Long waits are waits on peers: leave the core to them.

@@ -1,11 +1,26 @@
 // work.h: one posted op of the MPI backend (the request behind sl_request_t)
 // and the state a communicator shares with its ops.
 //
-// A Request holds the op, its MPI_Request (from MPI_Iallreduce, MPI_Ibcast,
-// ...), its OpClock and its OpOutcome (the plugin SDK's completion). MPI
-// finishes a non-blocking op only when someone calls into it, so the
-// threads that ask about the op drive it: request_test and request_wait call
-// MPI_Test on it, which also advances every other pending op of the process.
+// A Request holds the op, its MPI requests (from MPI_Iallreduce, MPI_Ibcast,
+// ..., or the two of one step of the backend's own small allreduce, below),
+// its OpClock and its OpOutcome (the plugin SDK's completion). MPI finishes
+// a non-blocking op only when someone calls into it, so the threads that ask
+// about the op drive it: request_test and request_wait call MPI_Testall on
+// it, which also advances every other pending op of the process.
+//
+// Small allreduces (at most allreduce_small_max bytes, 2 KiB unless the
+// backend option says otherwise, on a power-of-two number
+// of ranks, 2 or more) do not go through MPI_Iallreduce: libnbc builds a
+// schedule per call, about 0.5 us of an 8-byte op on this machine's
+// OpenMPI 4.1. They run recursive doubling instead, over MPI_Irecv and
+// MPI_Isend on the communicator's own MPI communicator for it
+// (CommState::algo_comm): at step k each rank swaps its partial result with
+// rank ^ 2^k and reduces the two with MPI_Reduce_local. Every rank reduces
+// the same pairs (the ops are commutative), so all ranks get the same bits.
+// Each such op has a tag range of its own (its number among them, equal on
+// every rank since every rank posts the same collectives in the same
+// order), so two in flight never take each other's messages, whichever
+// thread advances which first.
 // Whoever sees the op's deadline pass reports SL_ERR_TIMEOUT and aborts the
 // communicator (MPI cannot cancel a collective; README.md); a receive is
 // cancelled instead (MPI_Cancel), and its communicator stays usable.
@@ -41,6 +56,11 @@ namespace syncline::mpi_backend {
 class Request;
 using Clock = std::chrono::steady_clock;
 
+// The largest allreduce (bytes) that runs as the backend's own recursive
+// doubling rather than MPI_Iallreduce (above; README.md, "Performance"), by
+// default; the backend option allreduce_small_max=BYTES sets it (0: never).
+constexpr size_t kSmallAllreduceBytes = 2048;
+
 // What a communicator shares with its ops: the MPI communicator, who we are,
 // and whether it was aborted (and why).
 struct CommState {
@@ -48,8 +68,16 @@ struct CommState {
   int rank = 0;
   int size = 1;
   uint64_t comm_id = 0;
+  // The largest allreduce run as the small allreduce (Request), in bytes.
+  size_t allreduce_small_max = kSmallAllreduceBytes;
+
+  // The point-to-point traffic of the backend's own algorithms (the small
+  // allreduce), apart from the user's sends and MPI's collectives.
+  MPI_Comm algo_comm = MPI_COMM_NULL;
 
   std::mutex mu;
+  // Small allreduces posted so far: the next one's tags (Request).
+  uint64_t small_allreduces ABSL_GUARDED_BY(mu) = 0;
   // Set once; later posts fail with abort_message.
   std::atomic<bool> aborted{false};
   std::string abort_message ABSL_GUARDED_BY(mu);
@@ -69,6 +97,12 @@ struct CommState {
   // Threads inside request_wait on this communicator's ops: while there is
   // one, it drives MPI and the progress thread stays out of its way.
   std::atomic<int> waiters{0};
+
+  // One step of every pending op but `except` (the oldest 64): a waiter's
+  // turn at the others (Request::Wait). A small allreduce moves on only
+  // when its own request is tested (MPI_Iallreduce's schedules move inside
+  // any MPI call), and a peer may be waiting for it first.
+  void AdvancePending(const Request* except);
 
   // Ranks that destroyed the communicator, "" if none (or no store).
   std::string RanksThatLeft();
@@ -99,6 +133,12 @@ class Request {
   // Hands the started MPI request over (Post, after the MPI call).
   void Started(MPI_Request request);
 
+  // True when `op` on `comm` runs as the backend's small allreduce.
+  static bool IsSmallAllreduce(const sl_op_t& op, const CommState& comm);
+  // Starts the small allreduce (its first step); `number` is its place among
+  // the communicator's small allreduces. MPI's return code.
+  int StartSmallAllreduce(uint64_t number);
+
   bool Complete(sl_result_t code, std::string message) {
     return outcome_.Complete(code, std::move(message));
   }
@@ -115,6 +155,12 @@ class Request {
   bool Advance(bool check_deadline = true) const;
 
  private:
+  // The small allreduce's step `step_`: receive the partner's partial
+  // result into scratch_, send ours.
+  int PostStep() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Called with mu_ held once MPI finished the step: reduces the partner's
+  // part in, starts the next step; true when there is none (the op is done).
+  bool StepDone(int* rc) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Called with mu_ held once MPI finished the op: AVG's division, then the
   // outcome.
   void Finish(const MPI_Status& status) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -129,7 +175,15 @@ class Request {
   mutable backend::OpClock clock_;
   mutable backend::OpOutcome outcome_;
   mutable std::mutex mu_;
-  mutable MPI_Request request_ ABSL_GUARDED_BY(mu_) = MPI_REQUEST_NULL;
+  // requests_[0] is the op's MPI request; a small allreduce's step has two
+  // (its receive, then its send).
+  mutable MPI_Request requests_[2] ABSL_GUARDED_BY(mu_) = {MPI_REQUEST_NULL,
+                                                           MPI_REQUEST_NULL};
+  mutable int num_requests_ ABSL_GUARDED_BY(mu_) = 1;
+  // The small allreduce: its step, first tag, and the partner's part.
+  mutable int step_ ABSL_GUARDED_BY(mu_) = -1;
+  int tag_base_ = 0;
+  mutable std::vector<unsigned char> scratch_;
   mutable std::shared_ptr<Request> prev_ ABSL_GUARDED_BY(mu_);
   // Waits on peers: when a peer was last looked for in the store, and when
   // one was first seen gone (the op gets a grace period to finish).

@@ -9,6 +9,10 @@
 //     with mpirun's message naming the rank and the signal, where the other
 //     backends let the survivors report the dead peer (the shared fault
 //     suite's RankKilledInALargeAllreduceFailsTheOthers);
+//   - small allreduces (the backend's own recursive doubling, work.h) in
+//     flight together, advanced by two threads in an order of their own on
+//     each rank, each end with their own data, as do larger ones (libnbc)
+//     among them;
 //   - device memory and tags above MPI_TAG_UB are refused with a message;
 //   - a Syncline rank that is not MPI's rank is refused with what to do.
 #include <signal.h>
@@ -16,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -145,6 +150,72 @@ TEST(MpiJob, KilledRankTakesTheJobDownInTime) {
         << r.output;
     EXPECT_TRUE(absl::StrContains(r.output, "signal 9")) << r.output;
   }
+}
+
+// 48 allreduces posted at once, small ones (up to kSmallAllreduceBytes, 2
+// KiB: recursive doubling over MPI_Isend/MPI_Irecv) and larger ones
+// (MPI_Iallreduce) mixed, then waited on, the odd ones by a second thread,
+// from the last back on some ranks and from the first on on others: ranks
+// take the steps of their ops up in orders of their own, so an op that took
+// another's messages (they share one MPI communicator) would end with the
+// wrong sums. Checked against the sums
+// computed here from every rank's known input.
+void AllreducesInFlightTogether(int world) {
+  auto results = RunRanks(world, [](int rank, int size) {
+    auto comm = Connect();
+    ASSERT_NE(comm, nullptr);
+    constexpr int kOps = 48;
+    const size_t counts[] = {1, 2, 7, 300, 512, 513, 4096};  // floats; 512 = 2 KiB
+    auto input = [](int r, int op, size_t i) {
+      return static_cast<float>((r + 1) * 3 + op * 5 + static_cast<int>(i % 11));
+    };
+    std::vector<std::vector<float>> data(kOps);
+    std::vector<std::unique_ptr<Work>> works(kOps);
+    for (int op = 0; op < kOps; ++op) {
+      data[op].resize(counts[op % 7]);
+      for (size_t i = 0; i < data[op].size(); ++i) data[op][i] = input(rank, op, i);
+      AllreduceOptions options;
+      options.op = op % 3 == 2 ? ReduceOp::kMax : ReduceOp::kSum;
+      auto work = comm->Allreduce(View(data[op]), options);
+      ASSERT_TRUE(work.ok()) << work.status();
+      works[op] = std::move(work).value();
+    }
+    // Ranks 0 and 1 wait from the last op back, ranks 2 and 3 from the
+    // first on: the second step's partners (rank ^ 2) take their ops up in
+    // opposite orders.
+    const bool backwards = (rank & 2) == 0;
+    auto wait = [&](int parity) {
+      for (int i = 0; i < kOps / 2; ++i) {
+        const int op = 2 * (backwards ? kOps / 2 - 1 - i : i) + parity;
+        const absl::Status status = works[op]->Wait(absl::Seconds(60));
+        EXPECT_TRUE(status.ok()) << status;
+      }
+    };
+    std::thread odd(wait, 1);
+    wait(0);
+    odd.join();
+    for (int op = 0; op < kOps; ++op) {
+      size_t wrong = 0;
+      for (size_t i = 0; i < data[op].size(); ++i) {
+        float want = op % 3 == 2 ? input(size - 1, op, i) : 0.0f;
+        if (op % 3 != 2) {
+          for (int r = 0; r < size; ++r) want += input(r, op, i);
+        }
+        wrong += data[op][i] != want;
+      }
+      EXPECT_EQ(wrong, 0u) << "allreduce " << op << " of " << data[op].size()
+                           << " floats on rank " << rank << " of " << size;
+    }
+  });
+  ExpectAllSucceeded(results);
+}
+
+TEST(MpiJob, SmallAllreducesInFlightTogetherKeepTheirOwnDataOn2Ranks) {
+  AllreducesInFlightTogether(2);
+}
+
+TEST(MpiJob, SmallAllreducesInFlightTogetherKeepTheirOwnDataOn4Ranks) {
+  AllreducesInFlightTogether(4);
 }
 
 // What MPI cannot do is refused before MPI sees it, and the communicator
