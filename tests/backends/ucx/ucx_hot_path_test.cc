@@ -24,6 +24,11 @@ thread_local size_t allocations = 0;
 
 }  // namespace
 
+// The replacements pair malloc with free, which GCC's
+// -Wmismatched-new-delete cannot see through (it flags free() of what it
+// takes for operator new's memory).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(size_t size) {
   if (counting) ++allocations;
   if (void* p = std::malloc(size > 0 ? size : 1)) return p;
@@ -31,6 +36,7 @@ void* operator new(size_t size) {
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 namespace syncline::testing {
 namespace {
