@@ -15,25 +15,20 @@
 namespace syncline::mpi_backend {
 namespace {
 
-struct Traits {
-  using Communicator = syncline::mpi_backend::Communicator;
-  using Handle = sl_request;  // defined in work.h
-  static constexpr char kName[] = "mpi";
-};
-
-sl_backend_t MakeTable() {
-  sl_backend_t table = backend::MakeBackendTable<Traits>(
-      backend::Capabilities::AllOps(SL_DEVICE_CPU));
+// "syncline-mpi 0.1 (Open MPI v4.1.4, ...)": the MPI library loaded.
+const char* Version() {
   static const std::string version = "syncline-mpi 0.1 (" + LibraryVersion() + ")";
-  table.version = version.c_str();
-  table.comm_split = &backend::PluginAdapter<Traits>::CommSplit;
-  return table;
+  return version.c_str();
 }
 
 }  // namespace
 }  // namespace syncline::mpi_backend
 
 extern "C" SL_PLUGIN_EXPORT const sl_backend_t* SL_BACKEND_ENTRY(void) {
-  static const sl_backend_t table = syncline::mpi_backend::MakeTable();
-  return &table;
+  static constexpr char kName[] = "mpi";
+  using syncline::mpi_backend::Communicator;
+  return syncline::backend::PublishBackend<Communicator, kName>(
+      {syncline::backend::Capabilities::AllOps(SL_DEVICE_CPU),
+       syncline::mpi_backend::Version(),
+       &syncline::backend::Adapter<Communicator, kName>::CommSplit});
 }

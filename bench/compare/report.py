@@ -44,17 +44,70 @@ import machine_load
 import spread
 
 OPS = ["allreduce", "allgather", "reduce_scatter", "broadcast"]
-SYNCLINE = ["syncline-gloo", "syncline-ucx", "syncline-mpi"]
-# mpi-shm-nb: mpi-shm's ops through MPI's non-blocking collectives (what the
-# mpi backend calls), so syncline-mpi / mpi-shm-nb is the backend's own cost
-# and mpi-shm-nb / mpi-shm OpenMPI's libnbc against its blocking coll/tuned.
-REFERENCES = ["raw-gloo", "raw-ucx", "torch-gloo", "mpi-shm", "mpi-shm-nb", "mpi-tcp",
-              "membw-bound"]
+# The systems of run.sh's own rows. A backend's rows (backends/<name>/
+# bench_rows.sh) add theirs: a Syncline system "syncline-<name>" found in the
+# data is compared with every reference, and backends/<name>/
+# bench_systems.txt may name more, and references of its own
+# (read_backend_systems, systems_of).
+SYNCLINE_OWN = ["syncline-gloo", "syncline-ucx"]
+REFERENCES_OWN = ["raw-gloo", "raw-ucx", "torch-gloo", "mpi-shm", "mpi-tcp", "membw-bound"]
 # PyTorch's collectives over the `syncline` process group (torch_gloo.py
 # --backend syncline), against the C++ figure of the same backend.
 PYTHON_PATH = {"torch-syncline-ucx": "syncline-ucx", "torch-syncline-gloo": "syncline-gloo"}
-ALL = SYNCLINE + list(PYTHON_PATH) + REFERENCES
+BACKENDS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "backends")
+# What this report shows, in this order (set by use_systems()).
+SYNCLINE, REFERENCES, ALL = [], [], []
 PYTHON_PATH_FROM = 64 << 10  # bytes; issue 17: within 10% of C++ from here up
+
+
+def read_backend_systems(backends_dir):
+    """[(kind, system, after)] from every <backends_dir>/*/bench_systems.txt,
+    folders in name order: lines "syncline <system>" or "reference <system>
+    [<after>]"; "#" starts a comment."""
+    declared = []
+    for path in sorted(glob.glob(os.path.join(backends_dir, "*", "bench_systems.txt"))):
+        with open(path) as f:
+            for number, line in enumerate(f, 1):
+                words = line.split("#", 1)[0].split()
+                if not words:
+                    continue
+                if words[0] not in ("syncline", "reference") or not 2 <= len(words) <= 3:
+                    raise SystemExit("report: %s:%d: expected 'syncline <system>' or "
+                                     "'reference <system> [<after>]', not %r"
+                                     % (path, number, line.strip()))
+                declared.append((words[0], words[1], words[2] if len(words) == 3 else None))
+    return declared
+
+
+def systems_of(declared, measured):
+    """(Syncline systems, references) to report: run.sh's own, then the
+    backends' `declared` ones, then any "syncline-<name>" in `measured`
+    (the systems of the samples) that is not named yet, in name order. A
+    declared reference goes right after the one it names (after those
+    placed there before it), or last when that one is not known."""
+    syncline = list(SYNCLINE_OWN)
+    references = list(REFERENCES_OWN)
+    placed = {}  # anchor -> references declared after it so far
+    for kind, system, after in declared:
+        if kind == "syncline":
+            if system not in syncline:
+                syncline.append(system)
+        elif system not in references:
+            if after in references:
+                at = references.index(after) + 1 + placed.get(after, 0)
+                placed[after] = placed.get(after, 0) + 1
+                references.insert(at, system)
+            else:
+                references.append(system)
+    syncline += sorted(s for s in set(measured) - set(syncline)
+                       if re.match(r"syncline-[A-Za-z0-9_.-]+$", s))
+    return syncline, references
+
+
+def use_systems(syncline, references):
+    global SYNCLINE, REFERENCES, ALL
+    SYNCLINE, REFERENCES = syncline, references
+    ALL = SYNCLINE + list(PYTHON_PATH) + REFERENCES
 
 
 SAMPLE_FIELDS = ["round", "system", "op", "ranks", "bytes", "count", "time_us", "busbw", "wrong"]
@@ -610,6 +663,8 @@ def main():
     p.add_argument("--samples", default="", help="read the samples from this CSV, not --raw")
     p.add_argument("--load", default="", help="machine_load.py's probes (default --raw/load.csv)")
     p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--backends", default=BACKENDS_DIR,
+                   help="the folder of backends/<name>/bench_systems.txt (default: this tree's)")
     args = p.parse_args()
 
     if args.samples:
@@ -618,6 +673,7 @@ def main():
         samples = gather_samples(args.raw)
         write_csv(os.path.join(args.raw, "samples.csv"), SAMPLE_FIELDS, samples)
     points = summarize_samples(samples)
+    use_systems(*systems_of(read_backend_systems(args.backends), {r["system"] for r in samples}))
     if not args.samples:
         medians_json(points, os.path.join(args.raw, "compare_medians.json"))
     rounds = len({r["round"] for r in samples})

@@ -99,9 +99,9 @@ class ReportTest(unittest.TestCase):
             w.writerows(rows)
         return path
 
-    def run_report(self, load_rows, wrong_at=None):
+    def run_report(self, load_rows, wrong_at=None, busbw=None, args=()):
         samples = []
-        for (system, op, nbytes), values in BUSBW.items():
+        for (system, op, nbytes), values in (busbw or BUSBW).items():
             for i, busbw in enumerate(values):
                 if busbw is None:
                     continue
@@ -118,8 +118,11 @@ class ReportTest(unittest.TestCase):
         md, out_csv = os.path.join(self.dir, "compare.md"), os.path.join(self.dir, "compare.csv")
         result = subprocess.run(
             [sys.executable, os.path.join(HERE, "report.py"), "--raw", self.dir, "--header",
-             header, "--samples", samples_csv, "--load", load_csv, "--md", md, "--csv", out_csv],
+             header, "--samples", samples_csv, "--load", load_csv, "--md", md, "--csv", out_csv]
+            + list(args),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        if not os.path.exists(md):  # refused before writing anything
+            return result, "", [], []
         with open(md) as f:
             text = f.read()
         with open(out_csv) as f:
@@ -292,6 +295,72 @@ class ReportTest(unittest.TestCase):
         self.assertIn("over syncline/ucx / over gloo step time: 0.833 (0.760-0.913) faster", text)
         # 2.0/1.6, low 1.9/1.7, high 2.1/1.5 > 1: slower (issue 17 asks at most 1.10).
         self.assertIn("Syncline's C++ DDP over UCX: 1.25 (1.12-1.40) slower", text)
+
+    def backends(self, tables):
+        """A backends folder with a bench_systems.txt per {name: text}."""
+        root = os.path.join(self.dir, "backends")
+        for name, text in tables.items():
+            os.makedirs(os.path.join(root, name))
+            with open(os.path.join(root, name, "bench_systems.txt"), "w") as f:
+                f.write(text)
+        return root
+
+    def test_the_trees_backend_tables_place_their_systems(self):
+        # backends/mpi/bench_systems.txt: syncline-mpi after run.sh's own
+        # Syncline systems, mpi-shm-nb right after mpi-shm.
+        _, text, _, _ = self.run_report(QUIET)
+        self.assertIn("| size | syncline-ucx | syncline-mpi | torch-syncline-ucx | raw-gloo | "
+                      "raw-ucx | mpi-shm | mpi-shm-nb |", text)
+        self.assertIn("syncline-mpi / reference, busbw ratio", text)
+
+    def test_a_backends_system_is_found_in_the_data(self):
+        # syncline-foo has no table: found in the samples, compared with every
+        # reference that has data; mpi-shm-nb, with no table here, is no
+        # column (it is the mpi backend's, not the report's).
+        busbw = {("syncline-foo", "allreduce", K64): [2.0, 3.0, 4.0],
+                 ("mpi-shm", "allreduce", K64): [5.0, 4.0, 6.0],
+                 ("mpi-shm-nb", "allreduce", K64): [6.0, 7.0, 8.0],
+                 ("raw-gloo", "allreduce", K64): [1.0, 1.0, 1.0]}
+        _, text, _, ratios = self.run_report(QUIET, busbw=busbw,
+                                             args=["--backends", self.backends({})])
+        self.assertIn("| size | syncline-foo | raw-gloo | mpi-shm |\n", text)
+        got = {(r["system"], r["reference"]): r for r in ratios}
+        self.assertEqual(sorted(got), [("syncline-foo", "mpi-shm"), ("syncline-foo", "raw-gloo")])
+        # Worked by hand: 3/5, low 2/6, high 4/4.
+        r = got[("syncline-foo", "mpi-shm")]
+        self.assertAlmostEqual(float(r["ratio"]), 3 / 5, places=4)
+        self.assertAlmostEqual(float(r["low"]), 2 / 6, places=4)
+        self.assertAlmostEqual(float(r["high"]), 1.0, places=4)
+        self.assertIn("Not measured in this run: syncline-gloo, syncline-ucx, torch-syncline-ucx, "
+                      "torch-syncline-gloo, raw-ucx, torch-gloo, mpi-tcp, membw-bound.", text)
+
+    def test_a_backends_table_names_systems_and_places_references(self):
+        tables = {"bar": "# kind system after\nsyncline syncline-bar\n"
+                         "reference bar-raw mpi-shm  # beside mpi-shm\n"
+                         "reference bar-raw2 mpi-shm\nreference bar-last nowhere\n"}
+        busbw = {("syncline-bar", "allreduce", K64): [2.0, 3.0, 4.0],
+                 ("bar-raw", "allreduce", K64): [3.0, 3.0, 3.0],
+                 ("bar-raw2", "allreduce", K64): [1.0, 1.0, 1.0],
+                 ("bar-last", "allreduce", K64): [6.0, 6.0, 6.0],
+                 ("mpi-shm", "allreduce", K64): [5.0, 4.0, 6.0],
+                 ("mpi-tcp", "allreduce", K64): [1.0, 2.0, 3.0]}
+        root = self.backends(tables)
+        _, text, _, ratios = self.run_report(QUIET, busbw=busbw, args=["--backends", root])
+        self.assertIn("| size | syncline-bar | mpi-shm | bar-raw | bar-raw2 | mpi-tcp | "
+                      "bar-last |\n", text)
+        got = {r["reference"]: r for r in ratios if r["system"] == "syncline-bar"}
+        self.assertEqual(sorted(got), ["bar-last", "bar-raw", "bar-raw2", "mpi-shm", "mpi-tcp"])
+        self.assertAlmostEqual(float(got["bar-raw"]["ratio"]), 3 / 3, places=4)
+        # A table's Syncline system that did not run is named as such.
+        _, text, _, _ = self.run_report(QUIET, busbw={("mpi-shm", "allreduce", K64): [1.0]},
+                                        args=["--backends", root])
+        self.assertIn("Not measured in this run: syncline-gloo, syncline-ucx, syncline-bar, ", text)
+
+    def test_a_malformed_table_line_is_refused(self):
+        result, _, _, _ = self.run_report(
+            QUIET, args=["--backends", self.backends({"bad": "syncline\n"})])
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("bench_systems.txt:1: expected", result.stderr)
 
     def test_the_probe_reads_this_machine(self):
         row = machine_load.probe("now", seconds=0.05)

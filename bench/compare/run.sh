@@ -85,7 +85,13 @@ fi
 note "build into $BUILD"
 scripts/build.sh syncline-bench-collectives syncline-bench-raw-gloo syncline-bench-membw >&2 ||
   { echo "run.sh: build failed" >&2; exit 1; }
-for optional in syncline-bench-mpi syncline-backend-mpi syncline-backend-ucx syncline-bench-raw-ucx syncline_torch; do
+# Rows that a backend adds for itself live in its folder, in
+# backends/<name>/bench_rows.sh (sourced below); its plugin is built here.
+ROW_FILES=()
+for rows in backends/*/bench_rows.sh; do [ -f "$rows" ] && ROW_FILES+=("$rows"); done
+BACKEND_TARGETS=()
+for rows in "${ROW_FILES[@]}"; do BACKEND_TARGETS+=("syncline-backend-$(basename "$(dirname "$rows")")"); done
+for optional in syncline-bench-mpi "${BACKEND_TARGETS[@]}" syncline-backend-ucx syncline-bench-raw-ucx syncline_torch; do
   if has_target "$optional"; then
     scripts/build.sh "$optional" >&2 || echo "run.sh: $optional did not build; skipped" >&2
   fi
@@ -148,29 +154,24 @@ if [ "$BACKENDS" = gloo,ucx ] && compgen -G "$BUILD/python/syncline_torch/_C*.so
   NAMES+=(torch_syncline)
   CMD[torch_syncline]="${TORCH_SYNCLINE[*]} $PY bench/compare/torch_gloo.py --backend syncline --world_size 2 --min_bytes $MIN --max_bytes $MAX --factor $FACTOR --repetitions $REPS --json "
 fi
+MPIRUN=""
 if [ -x "$BIN/syncline-bench-mpi" ] && command -v mpirun > /dev/null; then
   MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 --mca oob_tcp_if_include lo"
-  NAMES+=(mpi_shm mpi_shm_nb mpi_tcp)
+  NAMES+=(mpi_shm mpi_tcp)
   CMD[mpi_shm]="$MPIRUN --mca btl vader,self $BIN/syncline-bench-mpi --system=mpi-shm ${SIZES[*]} --json="
-  # The same ops through MPI_Iallreduce & co. and MPI_Wait, the calls the mpi
-  # backend makes: syncline-mpi / mpi-shm-nb is the backend's own cost.
-  # NBC_MCA goes to both of them, identically: libnbc's own choice for
-  # MPI_Iallreduce under 4 ranks is binomial (reduce to a root, then
-  # broadcast: twice the data of coll/tuned's blocking one); 1 is its ring
-  # (backends/mpi/README.md, "Performance").
-  NBC_MCA="--mca coll_libnbc_iallreduce_algorithm 1"
-  CMD[mpi_shm_nb]="$MPIRUN --mca btl vader,self $NBC_MCA $BIN/syncline-bench-mpi --system=mpi-shm-nb --nonblocking ${SIZES[*]} --json="
   CMD[mpi_tcp]="$MPIRUN --mca btl tcp,self --mca btl_tcp_if_include lo $BIN/syncline-bench-mpi --system=mpi-tcp ${SIZES[*]} --json="
-  # Syncline over its mpi backend, on the same mpirun and shared memory as
-  # mpi-shm: the backend's cost over raw MPI. Rank 0 hosts the store.
-  if [ -f "$BUILD/lib/libsyncline-backend-mpi.so" ]; then
-    NAMES+=(syncline_mpi)
-    port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    CMD[syncline_mpi]="$MPIRUN --mca btl vader,self $NBC_MCA -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$port $BIN/syncline-bench-collectives --backends=mpi --ops=$OPS ${SIZES[*]} --json="
-  fi
 else
   echo "run.sh: OpenMPI not found; mpi-shm and mpi-tcp skipped" >&2
 fi
+# Each backend's own rows (backends/<name>/bench_rows.sh): a row file adds
+# its systems to NAMES and their commands to CMD, as above, from BIN, BUILD,
+# PY, OPS, SIZES and MPIRUN (the OpenMPI prefix; empty without OpenMPI).
+# bench/compare/report.py learns their systems from the data and from
+# backends/<name>/bench_systems.txt.
+for rows in "${ROW_FILES[@]}"; do
+  # shellcheck source=/dev/null
+  source "$rows" || echo "run.sh: $rows failed; its rows skipped" >&2
+done
 # The DDP step, once per round like the rest, so that its ratios get a
 # spread: Syncline's (bench/ddp_step) over gloo and ucx, PyTorch's over gloo.
 if [ -n "$DDP_TARGET" ] && [ -x "$BIN/$DDP_TARGET" ]; then

@@ -260,6 +260,17 @@ sl_result_t CreateInner(const sl_backend_t* next, const sl_comm_config_t& config
   return rc;
 }
 
+sl_result_t CreateAndWrap(CommWrapper wrap, const sl_backend_t* next,
+                          const sl_comm_config_t& config,
+                          std::unique_ptr<WrappedComm>* comm, sl_error_t* err) {
+  sl_comm_t* inner = nullptr;
+  const sl_result_t rc = CreateInner(next, config, &inner, err);
+  if (rc != SL_OK) return rc;
+  const sl_result_t wrapped = wrap(next, inner, config, comm, err);
+  if (wrapped != SL_OK) next->comm_destroy(inner);
+  return wrapped;
+}
+
 sl_result_t Wrap(const InterposerInfo& info, const sl_backend_t* next,
                  const sl_backend_t** wrapped, sl_error_t* err) {
   return SlGuard(err, info.name, [&] {

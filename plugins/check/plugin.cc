@@ -22,6 +22,15 @@ CheckOptions OptionsFromEnv() {
   return options;
 }
 
+// A communicator the next layer made (by comm_create, or a split child:
+// comm_split is only offered over CPU-capable backends, see Wrap()).
+sl_result_t WrapComm(const sl_backend_t* next, sl_comm_t* inner,
+                     const sl_comm_config_t& config, std::unique_ptr<WrappedComm>* comm,
+                     sl_error_t* /*err*/) {
+  *comm = std::make_unique<CheckComm>(next, inner, config, OptionsFromEnv());
+  return SL_OK;
+}
+
 sl_result_t CreateComm(const sl_backend_t* next, const sl_comm_config_t& config,
                        std::unique_ptr<WrappedComm>* comm, sl_error_t* err) {
   // The fingerprints travel in a CPU buffer.
@@ -32,33 +41,14 @@ sl_result_t CreateComm(const sl_backend_t* next, const sl_comm_config_t& config,
         "remove check from SYNCLINE_PLUGINS (and SYNCLINE_DEBUG=detail) for this backend",
         next->name);
   }
-  sl_comm_t* inner = nullptr;
-  const sl_result_t rc = CreateInner(next, config, &inner, err);
-  if (rc != SL_OK) return rc;
-  *comm = std::make_unique<CheckComm>(next, inner, config, OptionsFromEnv());
-  return SL_OK;
+  return CreateAndWrap(WrapComm, next, config, comm, err);
 }
 
-// A split child (only offered over CPU-capable backends, see Wrap()).
-sl_result_t WrapChild(const sl_backend_t* next, sl_comm_t* inner,
-                      const sl_comm_config_t& config, std::unique_ptr<WrappedComm>* comm,
-                      sl_error_t* /*err*/) {
-  *comm = std::make_unique<CheckComm>(next, inner, config, OptionsFromEnv());
-  return SL_OK;
-}
-
-const InterposerInfo kInfo = {"check", CreateComm, WrapChild};
-
-sl_result_t WrapTable(const sl_backend_t* next, const sl_backend_t** wrapped,
-                      sl_error_t* err) {
-  return Wrap(kInfo, next, wrapped, err);
-}
+const InterposerInfo kInfo = {"check", CreateComm, WrapComm};
 
 }  // namespace
 }  // namespace syncline::plugin::check
 
 extern "C" SL_PLUGIN_EXPORT const sl_interposer_t* SL_INTERPOSER_ENTRY(void) {
-  static const sl_interposer_t table = {SL_ABI_VERSION, sizeof(sl_interposer_t),
-                                         "check", syncline::plugin::check::WrapTable};
-  return &table;
+  return syncline::plugin::PublishInterposer<syncline::plugin::check::kInfo>();
 }

@@ -132,16 +132,9 @@ sl_result_t WrapChild(const sl_backend_t* next, sl_comm_t* inner,
 
 const InterposerInfo kInfo = {"faults", CreateComm, WrapChild};
 
-sl_result_t WrapTable(const sl_backend_t* next, const sl_backend_t** wrapped,
-                      sl_error_t* err) {
-  return Wrap(kInfo, next, wrapped, err);
-}
-
 }  // namespace
 }  // namespace syncline::plugin::faults
 
 extern "C" SL_PLUGIN_EXPORT const sl_interposer_t* SL_INTERPOSER_ENTRY(void) {
-  static const sl_interposer_t table = {SL_ABI_VERSION, sizeof(sl_interposer_t),
-                                         "faults", syncline::plugin::faults::WrapTable};
-  return &table;
+  return syncline::plugin::PublishInterposer<syncline::plugin::faults::kInfo>();
 }

@@ -83,34 +83,11 @@ class TraceComm : public WrappedComm {
   void OnDestroy() override { Recorder::Get().CommDestroyed(); }
 };
 
-sl_result_t CreateComm(const sl_backend_t* next, const sl_comm_config_t& config,
-                       std::unique_ptr<WrappedComm>* comm, sl_error_t* err) {
-  sl_comm_t* inner = nullptr;
-  const sl_result_t rc = CreateInner(next, config, &inner, err);
-  if (rc != SL_OK) return rc;
-  *comm = std::make_unique<TraceComm>(next, inner, config);
-  return SL_OK;
-}
-
-sl_result_t WrapChild(const sl_backend_t* next, sl_comm_t* inner,
-                      const sl_comm_config_t& config, std::unique_ptr<WrappedComm>* comm,
-                      sl_error_t* /*err*/) {
-  *comm = std::make_unique<TraceComm>(next, inner, config);
-  return SL_OK;
-}
-
-const InterposerInfo kInfo = {"trace", CreateComm, WrapChild};
-
-sl_result_t WrapTable(const sl_backend_t* next, const sl_backend_t** wrapped,
-                      sl_error_t* err) {
-  return Wrap(kInfo, next, wrapped, err);
-}
+const InterposerInfo kInfo = {"trace", CreateAs<TraceComm>, WrapAs<TraceComm>};
 
 }  // namespace
 }  // namespace syncline::plugin::trace
 
 extern "C" SL_PLUGIN_EXPORT const sl_interposer_t* SL_INTERPOSER_ENTRY(void) {
-  static const sl_interposer_t table = {SL_ABI_VERSION, sizeof(sl_interposer_t),
-                                         "trace", syncline::plugin::trace::WrapTable};
-  return &table;
+  return syncline::plugin::PublishInterposer<syncline::plugin::trace::kInfo>();
 }

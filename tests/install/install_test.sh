@@ -14,16 +14,16 @@
 #                   `pkg-config --cflags --libs syncline-ddp` alone
 #   doctor          syncline-doctor reports the moved plugin folder, after
 #                   SYNCLINE_PLUGIN_PATH when that is set
-#   mpi             backends/mpi built alone, as a third party would, from its
-#                   folder with find_package(Syncline) (the moved tree) and
-#                   find_package(MPI) only; the downstream program loads it
-#                   with SYNCLINE_BACKEND=mpi on 2 mpirun ranks and checks
-#                   its allreduce
 #   python          the moved syncline_torch module runs 2 ranks over
 #                   init_process_group("syncline") and finds libsyncline and
 #                   the plugins in the moved tree; and the folder it installs
 #                   to under the configured prefix is on that Python's
 #                   sys.path, so no PYTHONPATH is needed after a real install
+#   <file>.sh       a check of its own that a plugin's folder provides (a
+#                   backend built alone against the moved tree, as a third
+#                   party would: backends/mpi/tests/install_check.sh), sourced
+#                   here with src, build, work, prefix and expected_path set
+#                   and the functions below at hand; it exits 1 on failure
 # Every check of the plugin search path compares it whole with the moved
 # tree's lib and lib/syncline: a path fixed at configure or install time
 # (a stale /usr/local/lib/syncline, the original prefix) fails it.
@@ -61,6 +61,32 @@ run_downstream() {
   done
 }
 
+# Configures and builds tests/install/downstream against the moved tree into
+# $work/build (the program $work/build/downstream and its count interposer).
+build_downstream() {
+  cmake -S "$src/tests/install/downstream" -B "$work/build" -G Ninja \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" ||
+    { cat "$work/configure.log"; echo "FAILED: downstream configure"; exit 1; }
+  cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; echo "FAILED: downstream build"; exit 1; }
+}
+
+# Configures and builds the plugin folder `$1` (relative to the source tree)
+# alone, as a project of its own against the moved tree, into $work/$2, and
+# checks that its $2 library (libsyncline-$2.so: backend-<name> or
+# plugin-<name>) exports its entry point `$3` and nothing else.
+build_plugin_alone() {
+  local folder=$1 lib="$work/$2/libsyncline-$2.so" exported
+  cmake -S "$src/$folder" -B "$work/$2" -G Ninja \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" 2>&1 ||
+    { cat "$work/configure.log"; echo "FAILED: configuring $folder alone"; exit 1; }
+  cmake --build "$work/$2" > "$work/build.log" 2>&1 ||
+    { cat "$work/build.log"; echo "FAILED: building $folder alone"; exit 1; }
+  [ -f "$lib" ] || { echo "FAILED: $folder built no $lib"; exit 1; }
+  exported=$(nm -D --defined-only "$lib" | awk '{print $3}')
+  [ "$exported" = "$3" ] ||
+    { echo "FAILED: $folder's plugin exports more than its entry point $3: $exported"; exit 1; }
+}
+
 # Compiles and links `$2` into `$3` with pkg-config's flags for `$1` alone.
 # pkg-config escapes the spaces in the moved prefix with backslashes, as a
 # Makefile's shell expects, so the command line goes through eval.
@@ -76,10 +102,7 @@ case $check in
 cmake)
   test -f "$prefix/lib/cmake/Syncline/SynclineConfig.cmake" || { echo "FAILED: no package config"; exit 1; }
   ls "$prefix"/lib/syncline/libsyncline-backend-gloo.so > /dev/null || { echo "FAILED: gloo plugin not installed"; exit 1; }
-  cmake -S "$src/tests/install/downstream" -B "$work/build" -G Ninja \
-    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" ||
-    { cat "$work/configure.log"; echo "FAILED: downstream configure"; exit 1; }
-  cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; echo "FAILED: downstream build"; exit 1; }
+  build_downstream
   run_downstream "$work/build/downstream"
   # The project's own interposer, built with syncline_add_plugin against the
   # installed plugin SDK alone: it exports its entry point and nothing else,
@@ -114,35 +137,6 @@ cmake)
   exported=$(nm -D --defined-only "$prefix/lib/libsyncline.so" | c++filt)
   grep -q "syncline::Communicator::Create" <<< "$exported" ||
     { echo "FAILED: libsyncline.so does not export syncline::Communicator::Create"; exit 1; }
-  ;;
-mpi)
-  cmake -S "$src/backends/mpi" -B "$work/mpi" -G Ninja \
-    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" 2>&1 ||
-    { cat "$work/configure.log"; echo "FAILED: configuring backends/mpi alone"; exit 1; }
-  cmake --build "$work/mpi" > "$work/build.log" 2>&1 ||
-    { cat "$work/build.log"; echo "FAILED: building backends/mpi alone"; exit 1; }
-  mpi_plugin="$work/mpi/libsyncline-backend-mpi.so"
-  [ -f "$mpi_plugin" ] || { echo "FAILED: backends/mpi built no $mpi_plugin"; exit 1; }
-  exported=$(nm -D --defined-only "$mpi_plugin" | awk '{print $3}')
-  [ "$exported" = "syncline_backend_plugin_v2" ] ||
-    { echo "FAILED: the mpi backend exports more than its entry point: $exported"; exit 1; }
-  cmake -S "$src/tests/install/downstream" -B "$work/build" -G Ninja \
-    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" ||
-    { cat "$work/configure.log"; echo "FAILED: downstream configure"; exit 1; }
-  cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; echo "FAILED: downstream build"; exit 1; }
-  # Rank 0 hosts the rendezvous store (ranks from OMPI_COMM_WORLD_*) on a
-  # free loopback port; MPI's own traffic stays on shared memory and lo.
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        mpirun --oversubscribe -np 2 --mca btl self,vader --mca oob_tcp_if_include lo \
-          -x SYNCLINE_PLUGIN_PATH="$work/mpi" -x SYNCLINE_BACKEND=mpi \
-          -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" "$work/build/downstream" 2>&1) || {
-    echo "$out"; echo "FAILED: downstream over the standalone mpi backend under mpirun"; exit 1; }
-  echo "$out"
-  for rank in 0 1; do
-    grep -qxF "downstream rank $rank/2 over mpi: OK; plugin search path $work/mpi:$expected_path" \
-      <<< "$out" || { echo "FAILED: rank $rank did not reduce over the standalone mpi backend"; exit 1; }
-  done
   ;;
 pkg-config)
   compile_with_pkg_config syncline-core "$src/tests/install/downstream/main.cc" "$work/downstream"
@@ -204,8 +198,12 @@ print(*{l.split(None, 5)[5].strip() for l in open('/proc/self/maps') if 'libsync
   [ "$(realpath "$loaded")" = "$(realpath "$prefix/lib/libsyncline.so.0")" ] ||
     { echo "FAILED: syncline_torch loaded libsyncline from '$loaded', not the moved tree"; exit 1; }
   ;;
+*.sh)
+  # shellcheck source=/dev/null
+  source "$check"
+  ;;
 *)
-  echo "usage: install_test.sh <source dir> <build dir> cmake|pkg-config|pkg-config-ddp|doctor|mpi|python"
+  echo "usage: install_test.sh <source dir> <build dir> cmake|pkg-config|pkg-config-ddp|doctor|python|<check>.sh"
   exit 2
   ;;
 esac

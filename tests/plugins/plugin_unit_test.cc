@@ -1,7 +1,10 @@
 // Unit tests of the pieces of the interposers that need no processes: the
 // check interposer's fingerprint comparison (the exact message users see),
-// the SYNCLINE_FAULT parser, and when a wrapped table offers comm_split.
+// the SYNCLINE_FAULT parser, when a wrapped table offers comm_split, and the
+// SDK's create and entry-point helpers (CreateAs, CreateAndWrap,
+// PublishInterposer).
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -75,6 +78,87 @@ TEST(Interposer, WrapsCommSplitOnlyWhenTheNextLayerCanSplit) {
   EXPECT_EQ(wrapped->comm_split, nullptr);
   ASSERT_EQ(Wrap(kCannotWrap, &cpu_split_2, &wrapped, &err), SL_OK) << err.message;
   EXPECT_EQ(wrapped->comm_split, nullptr);
+}
+
+// A next layer whose comm_create hands out a counter's address and whose
+// comm_destroy counts: what the SDK's create path makes and destroys.
+int g_created = 0;
+int g_destroyed = 0;
+sl_result_t CountingCreate(void*, const sl_comm_config_t*, sl_comm_t** comm, sl_error_t*) {
+  ++g_created;
+  *comm = reinterpret_cast<sl_comm_t*>(&g_created);
+  return SL_OK;
+}
+void CountingDestroy(sl_comm_t*) { ++g_destroyed; }
+sl_backend_t CountingNext() {
+  static sl_capabilities_t caps{sizeof(sl_capabilities_t), 1u << SL_DEVICE_CPU, 0, 0, 0,
+                                nullptr};
+  sl_backend_t t{};
+  t.abi_version = SL_ABI_VERSION;
+  t.struct_size = sizeof(t);
+  t.name = "next";
+  t.version = "1.0";
+  t.caps = &caps;
+  t.comm_create = CountingCreate;
+  t.comm_destroy = CountingDestroy;
+  return t;
+}
+
+class PlainComm : public WrappedComm {
+ public:
+  using WrappedComm::WrappedComm;
+};
+
+TEST(Interposer, CreateAsWrapsTheCommunicatorTheNextLayerMade) {
+  const sl_backend_t next = CountingNext();
+  sl_comm_config_t config{};
+  config.struct_size = sizeof(config);
+  config.rank = 1;
+  config.size = 3;
+  std::unique_ptr<WrappedComm> comm;
+  sl_error_t err{};
+  g_created = g_destroyed = 0;
+  ASSERT_EQ(CreateAs<PlainComm>(&next, config, &comm, &err), SL_OK) << err.message;
+  ASSERT_NE(comm, nullptr);
+  EXPECT_NE(dynamic_cast<PlainComm*>(comm.get()), nullptr);
+  EXPECT_EQ(comm->inner(), reinterpret_cast<sl_comm_t*>(&g_created));
+  EXPECT_EQ(comm->next(), &next);
+  EXPECT_EQ(comm->rank(), 1);
+  EXPECT_EQ(comm->size(), 3);
+  EXPECT_EQ(g_created, 1);
+  EXPECT_EQ(g_destroyed, 0);
+}
+
+TEST(Interposer, CreateAndWrapDestroysTheNewCommunicatorWhenWrappingFails) {
+  const sl_backend_t next = CountingNext();
+  sl_comm_config_t config{};
+  config.struct_size = sizeof(config);
+  std::unique_ptr<WrappedComm> comm;
+  sl_error_t err{};
+  g_created = g_destroyed = 0;
+  EXPECT_EQ(CreateAndWrap(NoWrap, &next, config, &comm, &err), SL_ERR_INTERNAL);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_EQ(g_created, 1);
+  EXPECT_EQ(g_destroyed, 1);
+}
+
+const InterposerInfo kPublished = {"published", CreateAs<PlainComm>, WrapAs<PlainComm>};
+
+TEST(Interposer, PublishInterposerWrapsWithItsInfo) {
+  const sl_interposer_t* table = PublishInterposer<kPublished>();
+  EXPECT_EQ(PublishInterposer<kPublished>(), table);
+  EXPECT_EQ(table->abi_version, SL_ABI_VERSION);
+  EXPECT_EQ(table->struct_size, sizeof(sl_interposer_t));
+  EXPECT_STREQ(table->name, "published");
+  static const sl_backend_t next = CountingNext();
+  const sl_backend_t* wrapped = nullptr;
+  sl_error_t err{};
+  ASSERT_EQ(table->wrap(&next, &wrapped, &err), SL_OK) << err.message;
+  EXPECT_STREQ(wrapped->name, "next");
+  EXPECT_STREQ(wrapped->version, "1.0 +published");
+  const sl_backend_t* again = nullptr;
+  ASSERT_EQ(table->wrap(&next, &again, &err), SL_OK) << err.message;
+  EXPECT_EQ(again, wrapped);
 }
 
 TEST(Fingerprint, AgreementIsOk) {

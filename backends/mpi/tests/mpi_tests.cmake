@@ -75,8 +75,9 @@ if(SYNCLINE_WITH_TORCH)
 endif()
 
 # backends/mpi built alone against the installed, moved package, then loaded
-# with SYNCLINE_BACKEND=mpi on 2 mpirun ranks (tests/install/install_test.sh).
+# with SYNCLINE_BACKEND=mpi on 2 mpirun ranks (install_check.sh, run by
+# tests/install/install_test.sh).
 add_test(NAME install.mpi
   COMMAND ${PROJECT_SOURCE_DIR}/tests/install/install_test.sh ${PROJECT_SOURCE_DIR}
-          ${PROJECT_BINARY_DIR} mpi)
+          ${PROJECT_BINARY_DIR} ${_here}/install_check.sh)
 set_tests_properties(install.mpi PROPERTIES TIMEOUT 300 LABELS "install;mpi")

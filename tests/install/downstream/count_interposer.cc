@@ -41,25 +41,13 @@ class CountingComm : public WrappedComm {
   std::atomic<uint64_t> posted_{0};
 };
 
-sl_result_t CreateComm(const sl_backend_t* next, const sl_comm_config_t& config,
-                       std::unique_ptr<WrappedComm>* comm, sl_error_t* err) {
-  sl_comm_t* inner = nullptr;
-  const sl_result_t rc = syncline::plugin::CreateInner(next, config, &inner, err);
-  if (rc == SL_OK) *comm = std::make_unique<CountingComm>(next, inner, config);
-  return rc;
-}
-
-const syncline::plugin::InterposerInfo kInfo = {"count", CreateComm};
-
-sl_result_t WrapTable(const sl_backend_t* next, const sl_backend_t** wrapped,
-                      sl_error_t* err) {
-  return syncline::plugin::Wrap(kInfo, next, wrapped, err);
-}
+// Made by the SDK from (next, inner, config), by comm_create or comm_split.
+const syncline::plugin::InterposerInfo kInfo = {"count",
+                                                syncline::plugin::CreateAs<CountingComm>,
+                                                syncline::plugin::WrapAs<CountingComm>};
 
 }  // namespace
 
 extern "C" SL_PLUGIN_EXPORT const sl_interposer_t* SL_INTERPOSER_ENTRY(void) {
-  static const sl_interposer_t table = {SL_ABI_VERSION, sizeof(sl_interposer_t),
-                                         "count", WrapTable};
-  return &table;
+  return syncline::plugin::PublishInterposer<kInfo>();
 }

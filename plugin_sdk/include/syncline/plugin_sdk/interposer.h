@@ -28,17 +28,15 @@
 // communicator (the core serializes posts); Abort(), Test() and Wait() may
 // be called from any thread.
 //
-// Example (a plugin that only counts posts):
+// Example (a plugin that only counts posts; its communicator is made from
+// (next, inner, config), so the SDK's CreateAs/WrapAs make and wrap it):
 //   class CountingComm : public WrappedComm { ... Post() override ... };
-//   sl_result_t Create(const sl_backend_t* next, const sl_comm_config_t& c,
-//                      std::unique_ptr<WrappedComm>* out, sl_error_t* err) {
-//     sl_comm_t* inner = nullptr;
-//     if (sl_result_t rc = CreateInner(next, c, &inner, err); rc != SL_OK) return rc;
-//     *out = std::make_unique<CountingComm>(next, inner, c);
-//     return SL_OK;
+//   const InterposerInfo kInfo = {"count", CreateAs<CountingComm>, WrapAs<CountingComm>};
+//   extern "C" SL_PLUGIN_EXPORT const sl_interposer_t* SL_INTERPOSER_ENTRY(void) {
+//     return syncline::plugin::PublishInterposer<kInfo>();
 //   }
-//   const InterposerInfo kInfo = {"count", Create};
-//   ... wrap = [](auto next, auto out, auto err) { return Wrap(kInfo, next, out, err); }
+// A plugin that must refuse or prepare before the next layer creates its
+// communicator writes its own `create` (and may end it with CreateAndWrap).
 #ifndef SYNCLINE_PLUGIN_SDK_INTERPOSER_H_
 #define SYNCLINE_PLUGIN_SDK_INTERPOSER_H_
 
@@ -186,6 +184,34 @@ struct InterposerInfo {
 sl_result_t CreateInner(const sl_backend_t* next, const sl_comm_config_t& config,
                         sl_comm_t** inner, sl_error_t* err);
 
+// CreateAndWrap()
+//
+// The usual `create`: next->comm_create(config) (CreateInner), then `wrap`
+// the new communicator as a split child is wrapped. If `wrap` fails, the
+// new communicator is destroyed and `wrap`'s result returned.
+sl_result_t CreateAndWrap(CommWrapper wrap, const sl_backend_t* next,
+                          const sl_comm_config_t& config,
+                          std::unique_ptr<WrappedComm>* comm, sl_error_t* err);
+
+// WrapAs<Comm>, CreateAs<Comm>
+//
+// A CommWrapper and a CommFactory for a plugin whose communicator is
+// constructed as Comm(next, inner, config): `wrap` and `create` of its
+// InterposerInfo.
+template <typename Comm>
+sl_result_t WrapAs(const sl_backend_t* next, sl_comm_t* inner,
+                   const sl_comm_config_t& config, std::unique_ptr<WrappedComm>* comm,
+                   sl_error_t* /*err*/) {
+  *comm = std::make_unique<Comm>(next, inner, config);
+  return SL_OK;
+}
+
+template <typename Comm>
+sl_result_t CreateAs(const sl_backend_t* next, const sl_comm_config_t& config,
+                     std::unique_ptr<WrappedComm>* comm, sl_error_t* err) {
+  return CreateAndWrap(&WrapAs<Comm>, next, config, comm, err);
+}
+
 // Wrap()
 //
 // Implements sl_interposer_t::wrap for `info` (which must outlive the
@@ -196,6 +222,20 @@ sl_result_t CreateInner(const sl_backend_t* next, const sl_comm_config_t& config
 // WrappedComm or WrappedRequest it is handed.
 sl_result_t Wrap(const InterposerInfo& info, const sl_backend_t* next,
                  const sl_backend_t** wrapped, sl_error_t* err);
+
+// PublishInterposer()
+//
+// The table SL_INTERPOSER_ENTRY returns for the plugin `kInfo` (a constant
+// with static storage): its `wrap` is Wrap(kInfo, ...).
+template <const InterposerInfo& kInfo>
+const sl_interposer_t* PublishInterposer() {
+  static const sl_interposer_t table = {
+      SL_ABI_VERSION, sizeof(sl_interposer_t), kInfo.name,
+      [](const sl_backend_t* next, const sl_backend_t** wrapped, sl_error_t* err) {
+        return Wrap(kInfo, next, wrapped, err);
+      }};
+  return &table;
+}
 
 }  // namespace syncline::plugin
 

@@ -10,30 +10,32 @@
 //                               std::unique_ptr<Communicator>*, sl_error_t*);
 //     void Abort();                       // any thread, idempotent
 //     sl_result_t Post(const sl_op_t&, std::shared_ptr<Request>*, sl_error_t*);
-//     // Only for a backend that sets comm_split (see MakeBackendTable):
+//     // Only for a backend that offers comm_split (BackendInfo::comm_split):
 //     sl_result_t Split(int32_t color, int32_t key, const sl_store_t*, uint64_t id,
 //                       std::unique_ptr<Communicator>* child, sl_error_t*);
 //   };
 //   class Request {
 //     sl_result_t Test(int* done, sl_error_t*) const;
 //     sl_result_t Wait(int64_t timeout_ms, sl_error_t*) const;
+//     // Only for a backend that offers request_stream_wait:
+//     sl_result_t StreamWait(void* stream, sl_error_t*);
 //   };
 //
 // and, in the global namespace, `struct sl_request { std::shared_ptr<Request>
 // request; };`. Freeing a request drops only the caller's reference: the
 // backend keeps its own while the op runs.
 //
-// Example (plugin.cc):
-//   struct GlooTraits {
-//     using Communicator = syncline::gloo_backend::Communicator;
-//     using Handle = sl_request;  // complete here (work.h)
-//     static constexpr char kName[] = "gloo";
-//   };
-//   backend::Capabilities caps;
-//   caps.device_mask = ...;  // op_mask, dtype_mask, reduce_dtype_mask[op]
-//   sl_backend_t table = backend::MakeBackendTable<GlooTraits>(caps);
-//   table.version = ...;
-//   extern "C" SL_PLUGIN_EXPORT const sl_backend_t* SL_BACKEND_ENTRY(void) {...}
+// plugin.cc then says only what is its own: its name, capabilities, version
+// and optional entries. Example:
+//   extern "C" SL_PLUGIN_EXPORT const sl_backend_t* SL_BACKEND_ENTRY(void) {
+//     static constexpr char kName[] = "mybackend";
+//     using Communicator = my_backend::Communicator;
+//     return syncline::backend::PublishBackend<Communicator, kName>(
+//         {syncline::backend::Capabilities::AllOps(SL_DEVICE_CPU),
+//          "mybackend 0.1 (mytransport 2.3)",
+//          // Only if it splits:
+//          &syncline::backend::Adapter<Communicator, kName>::CommSplit});
+//   }
 #ifndef SYNCLINE_PLUGIN_SDK_PLUGIN_TABLE_H_
 #define SYNCLINE_PLUGIN_SDK_PLUGIN_TABLE_H_
 
@@ -145,13 +147,13 @@ class PluginAdapter {
 
   static sl_result_t RequestWait(sl_request_t* request, int64_t timeout_ms, sl_error_t* err) {
     static const std::string what = Name("request_wait");
-    return SlGuard(err, what.c_str(), [&] {
-      if (request == nullptr) {
-        return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "%s request_wait: null request",
-                          Traits::kName);
-      }
-      return static_cast<Handle*>(request)->request->Wait(timeout_ms, err);
-    });
+    return OnRequest(request, what, err, [&](auto& r) { return r.Wait(timeout_ms, err); });
+  }
+
+  // Instantiated only by a backend that opts in (Request::StreamWait must exist).
+  static sl_result_t RequestStreamWait(sl_request_t* request, void* stream, sl_error_t* err) {
+    static const std::string what = Name("request_stream_wait");
+    return OnRequest(request, what, err, [&](auto& r) { return r.StreamWait(stream, err); });
   }
 
   static void RequestFree(sl_request_t* request) {
@@ -161,6 +163,18 @@ class PluginAdapter {
 
  private:
   static Comm* Unwrap(sl_comm_t* comm) { return reinterpret_cast<Comm*>(comm); }
+  // `call(request)` on the backend's request under SlGuard, a null handle
+  // refused as "<what>: null request".
+  template <typename Call>
+  static sl_result_t OnRequest(sl_request_t* request, const std::string& what, sl_error_t* err,
+                               Call call) {
+    return SlGuard(err, what.c_str(), [&] {
+      if (request == nullptr) {
+        return SlSetError(err, SL_ERR_INVALID_ARGUMENT, "%s: null request", what.c_str());
+      }
+      return call(*static_cast<Handle*>(request)->request);
+    });
+  }
   // "gloo post": the context SlGuard puts in front of an escaped exception.
   static std::string Name(const char* entry) {
     return std::string(Traits::kName) + " " + entry;
@@ -200,32 +214,80 @@ const sl_capabilities_t* PublishCapabilities(const Capabilities& caps) {
   return &abi;
 }
 
-// A table with the ABI version, size, name, capabilities and every required
-// entry point filled; the caller fills `version`, sets comm_split to
-// &PluginAdapter<Traits>::CommSplit if its Communicator can split (or to its
-// own entry), and request_stream_wait if it has one. Call it once per
-// backend, from the entry point's static initialization.
+// BackendTraits<Communicator, kName>
+//
+// The Traits of PluginAdapter and MakeBackendTable for a backend whose
+// request handle is the usual `struct sl_request` (complete in the
+// backend's work.h, before the table is made). `kName` is a constant with
+// static storage: `constexpr char kName[] = "gloo";`.
+template <typename CommunicatorT, const char* kNameV>
+struct BackendTraits {
+  using Communicator = CommunicatorT;
+  using Handle = ::sl_request;
+  static constexpr const char* kName = kNameV;
+};
+
+// What a backend says about itself that its classes do not.
+struct BackendInfo {
+  Capabilities caps;
+  // "mybackend 0.1 (mytransport 2.3)": names the transport's version (the
+  // core compares it across ranks). Must live until the process exits (a
+  // literal, or a static string's c_str()).
+  const char* version = "";
+  // The optional entries, NULL when not offered: comm_split (usually
+  // &Adapter<Communicator, kName>::CommSplit; NULL makes the core build
+  // sub-groups with comm_create) and request_stream_wait (a device backend's
+  // &Adapter<Communicator, kName>::RequestStreamWait; NULL makes the core
+  // wait on the host).
+  decltype(sl_backend_t::comm_split) comm_split = nullptr;
+  decltype(sl_backend_t::request_stream_wait) request_stream_wait = nullptr;
+};
+
+// A table with the ABI version, size, name, capabilities, version and
+// every entry point filled from `info` and the adapter of `Traits`.
 template <typename Traits>
-sl_backend_t MakeBackendTable(const Capabilities& caps) {
+sl_backend_t MakeBackendTable(const BackendInfo& info) {
   using Adapter = PluginAdapter<Traits>;
   sl_backend_t table{};
   table.abi_version = SL_ABI_VERSION;
   table.struct_size = sizeof(sl_backend_t);
   table.name = Traits::kName;
-  table.caps = PublishCapabilities<Traits>(caps);
+  table.version = info.version;
+  table.caps = PublishCapabilities<Traits>(info.caps);
   table.ctx = nullptr;
   table.comm_create = &Adapter::CommCreate;
   table.comm_destroy = &Adapter::CommDestroy;
   table.comm_abort = &Adapter::CommAbort;
-  table.comm_split = nullptr;  // opt-in: the core then splits with comm_create
+  table.comm_split = info.comm_split;
   table.post = &Adapter::Post;
   table.request_test = &Adapter::RequestTest;
   table.request_wait = &Adapter::RequestWait;
   table.request_free = &Adapter::RequestFree;
-  // Host-side backends: the core waits on the host (request_wait) instead.
-  table.request_stream_wait = nullptr;
+  table.request_stream_wait = info.request_stream_wait;
   return table;
 }
+
+// Adapter<Communicator, kName>: the entries of the backend `kName` (for
+// BackendInfo's optional ones: &Adapter<Communicator, kName>::CommSplit).
+template <typename Communicator, const char* kName>
+using Adapter = PluginAdapter<BackendTraits<Communicator, kName>>;
+
+// PublishBackend()
+//
+// The table SL_BACKEND_ENTRY returns, for the backend `kName` (a constant
+// with static storage) over `Communicator`: made from `info` on the first
+// call (thread-safe), the same table on every later one.
+template <typename Communicator, const char* kName>
+const sl_backend_t* PublishBackend(const BackendInfo& info) {
+  static const sl_backend_t table =
+      MakeBackendTable<BackendTraits<Communicator, kName>>(info);
+  return &table;
+}
+
+// SL_PLUGIN_STR(GLOO_VERSION_MAJOR): a macro's value as a string literal,
+// for version strings.
+#define SL_PLUGIN_STR(x) SL_PLUGIN_STR_INNER(x)
+#define SL_PLUGIN_STR_INNER(x) #x
 
 }  // namespace syncline::backend
 
