@@ -26,13 +26,15 @@
 //     hooks, then() chains), so that the Future completes on its own, and
 //     those dropped before they completed (their buffers must outlive the
 //     Syncline ops, and their results still land in the caller's tensors);
-//   - the process group's destructor, which completes every Work still
-//     running, so that no op is cut off by the Communicator's end.
+//   - the process group's end (Collectives::Close()), which completes every
+//     Work still running, so that no op is cut off by the Communicator's end.
 // The others wait for it. The completing thread marks the Future before the
 // Work (as c10d's gloo does: a wait() that returns finds the Future done)
 // and runs its callbacks holding no lock of the Work; a callback that
 // waits for this Work returns at once. Each Work completes when its own
-// ops have ended; the Completer completes the Works handed to it in the
+// ops have ended: wait() on one does not complete the Works posted before
+// it (as with c10d's gloo, whose sends, receives and collectives end
+// independently). The Completer completes the Works handed to it in the
 // order they were handed over (for Futures: posting order), so Futures
 // nobody waits for complete, and run their callbacks, in posting order.
 //
