@@ -93,10 +93,18 @@ Collectives::Collectives(c10::intrusive_ptr<c10d::Store> store, int rank, int si
   TORCH_CHECK(comm.ok(), "syncline: creating the process group (rank ", rank, " of ",
               size, ") failed: ", comm.status().message());
   comm_ = std::move(comm).value();
-  completer_ = std::make_unique<Completer>();
+  completer_ = std::make_shared<Completer>();
 }
 
-Collectives::~Collectives() { completer_.reset(); }
+Collectives::~Collectives() { Close(); }
+
+void Collectives::Close() {
+  for (auto& posted : posted_) {
+    if (auto work = posted.lock()) work->Complete();
+  }
+  posted_.clear();
+  completer_->Stop();  // the dropped ones, and the Futures' queue
+}
 
 ReduceOp Collectives::Reduction(const c10d::ReduceOp& op, const at::Tensor& t,
                                 const char* name) const {
@@ -111,8 +119,8 @@ ReduceOp Collectives::Reduction(const c10d::ReduceOp& op, const at::Tensor& t,
 at::Tensor Collectives::Scratch(int64_t numel, at::ScalarType dtype) {
   const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
   // Only scratch_ holds the storage once the last op that used it has ended
-  // (the Completer drops an op's buffers before completing its Work), and
-  // only this thread hands out new references, so a count of 1 stays 1.
+  // (whoever completes a Work drops its buffers first), and only this
+  // thread hands out new references, so a count of 1 stays 1.
   if (!scratch_.defined() || scratch_.storage().use_count() != 1 ||
       scratch_.numel() < bytes) {
     if (scratch_.defined() && scratch_.storage().use_count() != 1) {
@@ -132,8 +140,19 @@ void Collectives::Post(absl::StatusOr<std::unique_ptr<syncline::Work>> posted,
 WorkPtr Collectives::Launch(c10d::OpType type, const char* name, TensorList outputs,
                             PendingOp op) {
   auto work = c10::make_intrusive<TorchWork>(rank(), type, name, std::move(outputs),
-                                             std::move(op));
-  completer_->Enqueue(work);
+                                             std::move(op), completer_);
+  auto ended = [](const c10::weak_intrusive_ptr<TorchWork>& posted) {
+    auto w = posted.lock();
+    return !w || w->completed();
+  };
+  while (!posted_.empty() && ended(posted_.front())) posted_.pop_front();
+  // A Work kept and never waited for holds the front; sweep behind it now
+  // and then, so that the list stays as long as the Works that run.
+  if (posted_.size() >= compact_at_) {
+    posted_.erase(std::remove_if(posted_.begin(), posted_.end(), ended), posted_.end());
+    compact_at_ = std::max<size_t>(64, 2 * posted_.size());
+  }
+  posted_.emplace_back(work);
   return work;
 }
 

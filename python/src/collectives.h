@@ -17,12 +17,14 @@
 // contiguous tensor writes straight into them; into other lists it goes
 // through a reused staging buffer and copies out.
 //
-// Threading: ops are posted from one thread at a time (PyTorch's caller);
-// completion runs on the Completer's thread (work.h).
+// Threading: ops are posted from one thread at a time (PyTorch's caller).
+// Each returns a TorchWork that completes on the thread that waits for it,
+// or on the Completer's thread (work.h says which).
 #ifndef SYNCLINE_PYTHON_COLLECTIVES_H_
 #define SYNCLINE_PYTHON_COLLECTIVES_H_
 
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,7 +49,15 @@ class Collectives {
   // op's default deadline. Throws c10::Error naming what failed.
   Collectives(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
               std::chrono::milliseconds timeout);
-  ~Collectives();  // finishes every posted op first
+  ~Collectives();  // Close()s first
+
+  // Close()
+  //
+  // Completes every posted op (each has a deadline), whether or not anyone
+  // waits for it, so that none is cut off by the Communicator's end; then
+  // stops the Completer, whose thread may run Future callbacks: call it
+  // without the GIL. Later ops must not be posted. Idempotent.
+  void Close();
 
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
@@ -95,11 +105,17 @@ class Collectives {
   // of fresh memory (16,384 of them for a 64 MiB allgather).
   at::Tensor Scratch(int64_t numel, at::ScalarType dtype);
   WorkPtr PointToPoint(TensorList& tensors, int peer, int tag, bool send);
+  // The TorchWork of a posted op, tracked in posted_.
   WorkPtr Launch(c10d::OpType type, const char* name, TensorList outputs, PendingOp op);
 
   std::unique_ptr<Communicator> comm_;
   at::Tensor scratch_;  // bytes; see Scratch()
-  std::unique_ptr<Completer> completer_;  // declared last: stops first
+  std::shared_ptr<Completer> completer_;  // shared with the Works (work.h)
+  // Every posted Work that may still be running, in posting order, for the
+  // destructor. Weak: a dropped Work hands its op to the Completer itself.
+  // Launch() forgets the ones that ended or went.
+  std::deque<c10::weak_intrusive_ptr<TorchWork>> posted_;
+  size_t compact_at_ = 0;  // posted_'s size at which Launch() sweeps all of it
 };
 
 }  // namespace syncline::torch_backend

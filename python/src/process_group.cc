@@ -19,6 +19,18 @@ class ProcessGroupSyncline : public c10d::ProcessGroup {
                        std::chrono::milliseconds timeout)
       : c10d::ProcessGroup(rank, size), collectives_(store, rank, size, timeout) {}
 
+  // The last reference often goes from Python, with the GIL held, while a
+  // Future callback written in Python (or its release) on the Completer's
+  // thread needs the GIL to end: Close() waits for that thread.
+  ~ProcessGroupSyncline() override {
+    if (PyGILState_Check()) {
+      pybind11::gil_scoped_release no_gil;
+      collectives_.Close();
+    } else {
+      collectives_.Close();
+    }
+  }
+
   const std::string getBackendName() const override { return "syncline"; }
 
   WorkPtr broadcast(TensorList& t, const c10d::BroadcastOptions& o) override {

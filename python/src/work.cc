@@ -4,43 +4,120 @@
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 
+#include "absl/time/time.h"
+
 namespace syncline::torch_backend {
 
 TorchWork::TorchWork(int rank, c10d::OpType type, const char* name,
-                     std::vector<at::Tensor> outputs, PendingOp op)
+                     std::vector<at::Tensor> outputs, PendingOp op,
+                     std::shared_ptr<Completer> completer)
     : c10d::Work(rank, type),
       name_(name),
       outputs_(std::move(outputs)),
       op_(std::move(op)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+      completer_(std::move(completer)) {}
 
 bool TorchWork::wait(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (timeout == kNoTimeout) {
-    cv_.wait(lock, [&] { return completed_; });
-  } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
-    TORCH_CHECK(false, "syncline: ", name_, " did not finish within ",
-                timeout.count(), " ms of wait(); it is still running");
-  }
+  const Clock::time_point deadline =
+      timeout == kNoTimeout ? Clock::time_point::max() : Clock::now() + timeout;
+  TORCH_CHECK(Complete(deadline), "syncline: ", name_, " did not finish within ",
+              timeout.count(), " ms of wait(); it is still running");
+  std::lock_guard<std::mutex> lock(mutex_);
   if (exception_) std::rethrow_exception(exception_);
   return true;
 }
 
+bool TorchWork::isCompleted() { return Drive(/*block=*/false, Clock::time_point::max()); }
+
+bool TorchWork::Complete(Clock::time_point deadline) { return Drive(/*block=*/true, deadline); }
+
+bool TorchWork::completed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_;
+}
+
 std::vector<at::Tensor> TorchWork::result() { return outputs_; }
 
-c10::intrusive_ptr<c10::ivalue::Future> TorchWork::getFuture() { return future_; }
+c10::intrusive_ptr<c10::ivalue::Future> TorchWork::getFuture() {
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  std::exception_ptr error;
+  bool mark = false, hand_over = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!future_) {
+      future_ = c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()));
+      mark = ended_;  // else Finish() marks it
+      error = exception_;
+    }
+    future = future_;
+    if (!ended_ && !handed_over_) hand_over = handed_over_ = true;
+  }
+  if (mark) MarkFuture(future, error);
+  if (hand_over) completer_->Enqueue(c10::intrusive_ptr<TorchWork>::reclaim_copy(this));
+  return future;
+}
 
-void TorchWork::Run() {
+bool TorchWork::Drive(bool block, Clock::time_point deadline) {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    // A callback of this Work's Future, on the thread completing the Work:
+    // the result is known (Finish()); waiting for the rest would be for
+    // this very thread.
+    if (running_ && ended_ && claimer_ == std::this_thread::get_id()) return true;
+    if (block) {
+      // Another thread may be completing it: wait for that to end.
+      auto free = [this] { return completed_ || !running_; };
+      if (deadline == Clock::time_point::max()) {
+        cv_.wait(lock, free);
+      } else if (!cv_.wait_until(lock, deadline, free)) {
+        return false;
+      }
+    }
+    if (completed_) return true;
+    if (running_) return false;  // polling, and another thread has it
+    running_ = true;
+    claimer_ = std::this_thread::get_id();
+  }
+  if (!OpsEnded(block, deadline)) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
+    }
+    cv_.notify_all();  // a waiter blocked on running_ may claim it now
+    return false;
+  }
+  Finish();
+  return true;
+}
+
+bool TorchWork::OpsEnded(bool block, Clock::time_point deadline) {
+  for (auto& work : op_.works) {
+    if (!block) {
+      if (!work->Test()) return false;
+      continue;
+    }
+    if (deadline == Clock::time_point::max()) {
+      (void)work->Wait();  // returns when the op has ended; status() has it
+      continue;
+    }
+    absl::Status s = work->Wait(absl::FromChrono(deadline - Clock::now()));
+    // Either this wait ran out (the op runs on) or the op itself timed out.
+    if (absl::IsDeadlineExceeded(s) && !work->Test()) return false;
+  }
+  return true;
+}
+
+void TorchWork::Finish() {
   absl::Status status;
   for (auto& work : op_.works) {
-    absl::Status s = work->Wait();
+    absl::Status s = work->status();
     if (status.ok() && !s.ok()) status = s;
   }
   std::exception_ptr error;
   if (!status.ok()) {
     error = std::make_exception_ptr(std::runtime_error(
-        "syncline: " + name_ + " failed: " + std::string(status.message())));
+        std::string("syncline: ") + name_ + " failed: " + std::string(status.message())));
   } else {
     try {
       at::NoGradGuard no_grad;  // copies into leaves that require grad
@@ -50,18 +127,58 @@ void TorchWork::Run() {
       error = std::current_exception();
     }
   }
-  op_ = PendingOp{};  // the buffers may go now
-  finish(error);
-  if (error) {
-    future_->setError(error);
-  } else {
-    future_->markCompleted(c10::IValue(outputs_));
+  op_ = PendingOp{};  // the buffers may go now, before anyone sees the end
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ended_ = true;
+    exception_ = error;
+    future = future_;  // one made from now on is marked by getFuture()
   }
+  // The Future first, as c10d's gloo does, so that a wait() that returns
+  // finds it done. Its callbacks run here, with no lock held.
+  if (future) MarkFuture(future, error);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    completed_ = true;
+    running_ = false;
+    if (recordFunctionEndCallback_) {
+      recordFunctionEndCallback_();
+      recordFunctionEndCallback_ = nullptr;
+    }
+  }
+  cv_.notify_all();
+}
+
+void TorchWork::MarkFuture(const c10::intrusive_ptr<c10::ivalue::Future>& future,
+                           const std::exception_ptr& error) const {
+  if (error) {
+    future->setError(error);
+  } else {
+    future->markCompleted(c10::IValue(outputs_));
+  }
+}
+
+void TorchWork::release_resources() {
+  // No reference is left, so no other thread is in a method of this Work
+  // (weak references cannot be locked any more).
+  if (!completed_) {
+    // Dropped before it completed: its buffers stay alive and its results
+    // land in the caller's tensors, on the Completer's thread.
+    completer_->Enqueue(c10::make_intrusive<TorchWork>(rank_, opType_, name_,
+                                                       std::move(outputs_), std::move(op_),
+                                                       completer_));
+  }
+  outputs_.clear();
+  op_ = PendingOp{};
+  future_.reset();
 }
 
 Completer::Completer() : thread_([this] { Loop(); }) {}
 
-Completer::~Completer() {
+Completer::~Completer() { Stop(); }
+
+void Completer::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -74,16 +191,24 @@ Completer::~Completer() {
   // Python) would hang for good.
   if (Py_IsInitialized() && PyGILState_Check()) {
     pybind11::gil_scoped_release no_gil;
-    thread_.join();
-  } else {
+    if (thread_.joinable()) thread_.join();
+  } else if (thread_.joinable()) {
     thread_.join();
   }
 }
 
 void Completer::Enqueue(c10::intrusive_ptr<TorchWork> work) {
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(work));
+    if (!stopping_) {
+      queue_.push_back(work);
+      queued = true;
+    }
+  }
+  if (!queued) {
+    work->Complete();  // stopped: no thread to hand it to
+    return;
   }
   cv_.notify_all();
 }
@@ -98,7 +223,7 @@ void Completer::Loop() {
       work = std::move(queue_.front());
       queue_.pop_front();
     }
-    work->Run();
+    work->Complete();
   }
 }
 

@@ -1,4 +1,5 @@
-// work.h: PyTorch's Work over Syncline's, and the thread that completes them.
+// work.h: PyTorch's Work over Syncline's, and the thread that completes the
+// Works nobody waits for.
 //
 // One c10d op may post several Syncline ops (a padded alltoall, a gather
 // over allgather) and must copy results out afterwards (staged non-contiguous
@@ -12,19 +13,46 @@
 // of the output tensors, completed (or set in error) when the op ends, so
 // DDP's communication hooks chain on it.
 //
-// Threading: ops are posted on the caller's thread. One Completer thread per
-// process group, owned and joined by it, waits for the ops in posting order
-// (which is the order they finish in), runs `finish`, and completes the Work
-// and its Future; Future callbacks therefore run on that thread.
+// Who completes a Work (waits for its Syncline ops, runs `finish`, drops the
+// buffers, marks it and its Future complete): exactly one thread, whichever
+// gets there first of
+//   - a caller of wait(): the common path. The waiting thread itself waits
+//     for the Syncline ops (with UCX it drives their progress), so a
+//     blocking op costs no hand-off to another thread and back;
+//   - a caller of isCompleted(), when the Syncline ops have ended (it tests
+//     them, never blocks);
+//   - the process group's Completer thread, for the Works nobody may ever
+//     wait for: those whose Future was requested (getFuture(): DDP's comm
+//     hooks, then() chains), so that the Future completes on its own, and
+//     those dropped before they completed (their buffers must outlive the
+//     Syncline ops, and their results still land in the caller's tensors);
+//   - the process group's end (Collectives::Close()), which completes every
+//     Work still running, so that no op is cut off by the Communicator's end.
+// The others wait for it. The completing thread marks the Future before the
+// Work (as c10d's gloo does: a wait() that returns finds the Future done)
+// and runs its callbacks holding no lock of the Work; a callback that
+// waits for this Work returns at once. Each Work completes when its own
+// ops have ended: wait() on one does not complete the Works posted before
+// it (as with c10d's gloo, whose sends, receives and collectives end
+// independently). The Completer completes the Works handed to it in the
+// order they were handed over (for Futures: posting order), so Futures
+// nobody waits for complete, and run their callbacks, in posting order.
+//
+// Threading: ops are posted on the caller's thread. Every method of
+// TorchWork may be called from any thread; none holds a lock while it waits
+// for the network or runs a callback. One Completer per process group:
+// shared with its Works (a dropped Work hands its op over), its thread
+// started by the constructor and joined by Stop(), which the process group
+// calls.
 #ifndef SYNCLINE_PYTHON_WORK_H_
 #define SYNCLINE_PYTHON_WORK_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -36,6 +64,8 @@
 
 namespace syncline::torch_backend {
 
+class Completer;
+
 struct PendingOp {
   std::vector<std::unique_ptr<syncline::Work>> works;
   std::vector<at::Tensor> keep_alive;  // buffers the Syncline ops use
@@ -46,35 +76,88 @@ struct PendingOp {
 
 class TorchWork : public c10d::Work {
  public:
-  // `outputs` are the op's results as the Future reports them.
-  TorchWork(int rank, c10d::OpType type, const char* name,
-            std::vector<at::Tensor> outputs, PendingOp op);
+  using Clock = std::chrono::steady_clock;
 
+  // `outputs` are the op's results as the Future reports them; `name` is a
+  // string literal ("allreduce"). `completer` takes the Work over if its
+  // Future is requested or it is dropped before it completed.
+  TorchWork(int rank, c10d::OpType type, const char* name,
+            std::vector<at::Tensor> outputs, PendingOp op,
+            std::shared_ptr<Completer> completer);
+
+  // Completes the Work on this thread (see the file comment), or waits for
+  // the thread that is completing it. Throws the op's error.
   bool wait(std::chrono::milliseconds timeout) override;
+  // Never blocks: tests the Syncline ops, and completes the Work here if
+  // they have ended.
+  bool isCompleted() override;
   std::vector<at::Tensor> result() override;
+  // The Future of the outputs. If the Work has not completed, the
+  // Completer completes it unless a waiter gets there first.
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
-  // Called by the Completer only: waits for the Syncline ops, runs finish,
-  // and completes this Work and its Future.
-  void Run();
+  // Complete()
+  //
+  // Completes the Work on this thread, waiting for the Syncline ops until
+  // `deadline` (Clock::time_point::max(): no limit), or waits for the thread
+  // that is completing it. True once the Work has completed (now or
+  // before), successfully or not; false if `deadline` passed first (the op
+  // runs on, and a later call may complete it). Any thread.
+  bool Complete(Clock::time_point deadline = Clock::time_point::max());
+
+  // True once the Work has completed. Never blocks on the op.
+  bool completed() const;
+
+  // Called by intrusive_ptr when the last reference goes: a Work that had
+  // not completed hands its op to the Completer.
+  void release_resources() override;
 
  private:
-  std::string name_;
-  std::vector<at::Tensor> outputs_;
+  // Completes the Work if its Syncline ops end by `deadline`; with `block`
+  // false, only tests them. See Complete().
+  bool Drive(bool block, Clock::time_point deadline);
+  // Waits for (or, with `block` false, tests) every Syncline op; true once
+  // all have ended. Called by the thread that claimed the op (running_).
+  bool OpsEnded(bool block, Clock::time_point deadline);
+  // The claiming thread, once the ops have ended: runs finish and
+  // copy_back, drops the buffers, marks the Work complete and its Future.
+  void Finish();
+  void MarkFuture(const c10::intrusive_ptr<c10::ivalue::Future>& future,
+                  const std::exception_ptr& error) const;
+
+  const char* const name_;
+  std::vector<at::Tensor> outputs_;  // set at construction; cleared by release_resources
+  // Touched only by the thread that set running_ (or release_resources,
+  // when no other thread can hold the Work).
   PendingOp op_;
+  const std::shared_ptr<Completer> completer_;
+  // Guarded by c10d::Work::mutex_ (as are completed_ and exception_, with
+  // cv_ signalling every change). The Future is made on first request.
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  bool running_ = false;  // a thread has claimed op_: claimer_
+  std::thread::id claimer_;
+  // The ops have ended and exception_ is final; the Future is being marked
+  // (completed_ follows once its callbacks have run).
+  bool ended_ = false;
+  bool handed_over_ = false;  // queued on the Completer
 };
 
 // Completer
 //
-// Completes TorchWorks in the order they were posted, on its own thread.
-// The destructor finishes every queued Work (each Syncline op has a
-// deadline) and joins the thread, without the GIL.
+// Completes the TorchWorks handed to it, in the order they were handed
+// over, on its own thread. Enqueue() may be called from any thread; after
+// Stop(), it completes the Work on the calling thread instead. Stop()
+// joins the thread without the GIL.
 class Completer {
  public:
   Completer();
-  ~Completer();
+  ~Completer();  // Stop()s if the owner has not
+
   void Enqueue(c10::intrusive_ptr<TorchWork> work);
+  // Completes every queued Work (each Syncline op has a deadline) and joins
+  // the thread. The owner (the process group) calls it, never the
+  // Completer's own thread (a Future callback).
+  void Stop();
 
  private:
   void Loop();
