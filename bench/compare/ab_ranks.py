@@ -25,13 +25,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import spread  # noqa: E402
-
-
-def human(nbytes):
-    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= size and nbytes % size == 0:
-            return "%d %s" % (nbytes // size, unit)
-    return "%d B" % nbytes
+from report import human  # noqa: E402
 
 
 def run_once(binary, args, folder, tag):

@@ -411,8 +411,8 @@ def python_path_section(data):
                 r = spread.ratio(busbw_of(d, python, b), busbw_of(d, cpp, b))
                 if r is None:
                     continue
-                met = "yes" if r["low"] >= 0.9 else "no" if r["high"] < 0.9 else "unclear"
-                lines.append([op, "%s / %s" % (python, cpp), human(b), fmt_ratio(r, False), met])
+                lines.append([op, "%s / %s" % (python, cpp), human(b), fmt_ratio(r, False),
+                              met(r, 0.9)])
     if not lines:
         return ""
     return "\n".join(["### PyTorch over `syncline` against Syncline's C++ benchmark (issue 17: "
