@@ -16,7 +16,8 @@ const std::vector<EnvOption>& EnvOptions() {
       {"SYNCLINE_BACKEND", "auto",
        "Backend: gloo, ucx, nccl, auto, or a device map such as "
        "cpu:gloo,cuda:nccl. auto picks nccl for CUDA buffers when a GPU and "
-       "the plugin are present, gloo otherwise."},
+       "the plugin are present, gloo otherwise. Any other name loads that "
+       "backend plugin (libsyncline-backend-<name>.so), such as mpi."},
       {"SYNCLINE_UCX_OPTIONS", "",
        "Options of the ucx backend, key=value;...: the switch points "
        "(allreduce_small_max, broadcast_small_max, reduce_small_max, "

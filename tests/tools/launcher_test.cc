@@ -222,6 +222,14 @@ TEST(LauncherTest, HelpEnvPrintsTheOptionTable) {
   EXPECT_THAT(r.output, HasSubstr("SYNCLINE_TIMEOUT"));
 }
 
+// The README's table is made with --markdown (env_test checks it is there).
+TEST(LauncherTest, HelpEnvMarkdownPrintsTheReadmeTable) {
+  CommandResult r = RunCommand(Launcher() + " --help-env --markdown");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::StartsWith("| Variable | Default | Meaning |\n|---|---|---|\n"));
+  EXPECT_THAT(r.output, HasSubstr("| `SYNCLINE_TIMEOUT` | `300` | "));
+}
+
 TEST(LauncherTest, SetsOmpNumThreadsWhenUnset) {
   CommandResult r =
       RunLauncher("-n 2", "echo \"omp=$OMP_NUM_THREADS\"", "env -u OMP_NUM_THREADS");

@@ -46,6 +46,8 @@ ABSL_FLAG(std::string, job_id, "",
 ABSL_FLAG(double, grace_period, 5.0,
           "Seconds between SIGTERM and SIGKILL when stopping workers.");
 ABSL_FLAG(bool, help_env, false, "Print Syncline's environment variables and exit.");
+ABSL_FLAG(bool, markdown, false,
+          "With --help-env: print the variables as the Markdown table of README.md.");
 
 namespace {
 
@@ -145,7 +147,7 @@ int main(int argc, char** argv) {
   }
 
   if (absl::GetFlag(FLAGS_help_env)) {
-    std::string table = syncline::FormatEnvTable(/*markdown=*/false);
+    std::string table = syncline::FormatEnvTable(absl::GetFlag(FLAGS_markdown));
     syncline::run::WriteAll(STDOUT_FILENO, table);
     if (!table.empty() && table.back() != '\n') {
       syncline::run::WriteAll(STDOUT_FILENO, "\n");

@@ -14,7 +14,9 @@
 //     each rank, each end with their own data, as do larger ones (libnbc)
 //     among them;
 //   - device memory and tags above MPI_TAG_UB are refused with a message;
-//   - a Syncline rank that is not MPI's rank is refused with what to do.
+//   - a Syncline rank that is not MPI's rank is refused with what to do;
+//   - an option the backend does not know, from SYNCLINE_MPI_OPTIONS, is
+//     refused naming it, and a known one set there is taken.
 #include <signal.h>
 
 #include <cstdlib>
@@ -41,6 +43,21 @@ std::unique_ptr<Communicator> Connect() {
   auto comm = Communicator::Create(options);
   EXPECT_TRUE(comm.ok()) << comm.status();
   return comm.ok() ? std::move(comm).value() : nullptr;
+}
+
+// The status of creating an mpi communicator, for the tests that expect a refusal.
+absl::Status CreateStatus() {
+  CommunicatorOptions options;
+  options.backend = "mpi";
+  options.timeout = absl::Seconds(30);
+  return Communicator::Create(options).status();
+}
+
+// SYNCLINE_MPI_OPTIONS=`value` on both ranks of a 2-rank job.
+RunOptions WithMpiOptions(const std::string& value) {
+  RunOptions run;
+  for (int r : {0, 1}) run.rank_env[r] = {{"SYNCLINE_MPI_OPTIONS", value}};
+  return run;
 }
 
 constexpr char kKeepGoing[] = " --mca orte_abort_on_non_zero_status 0";
@@ -254,17 +271,44 @@ TEST(MpiJob, RankOtherThanMpisIsRefusedWithWhatToDo) {
   auto results = RunRanks(
       2,
       [](int, int) {
-        CommunicatorOptions options;
-        options.backend = "mpi";
-        options.timeout = absl::Seconds(30);
-        auto comm = Communicator::Create(options);
-        ASSERT_FALSE(comm.ok());
-        const std::string message(comm.status().message());
+        const absl::Status status = CreateStatus();
+        ASSERT_FALSE(status.ok());
+        const std::string message(status.message());
         EXPECT_TRUE(absl::StrContains(message, "MPI_COMM_WORLD says rank")) << message;
         EXPECT_TRUE(absl::StrContains(message, "mpirun")) << message;
       },
       run);
   ExpectAllSucceeded(results);
+}
+
+// (One RunRanks per test: a rank runs the test's body from the start.)
+TEST(MpiJob, AnUnknownOptionFromTheEnvironmentIsRefusedNamingIt) {
+  auto refused = RunRanks(
+      2,
+      [](int, int) {
+        const absl::Status status = CreateStatus();
+        EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+        const std::string message(status.message());
+        EXPECT_TRUE(absl::StrContains(message, "'segment=9'")) << message;
+        EXPECT_TRUE(absl::StrContains(message, "allreduce_small_max=BYTES")) << message;
+      },
+      WithMpiOptions("allreduce_small_max=0;segment=9"));
+  ExpectAllSucceeded(refused);
+}
+
+// A known key with a valid value is taken, and the allreduce adds up.
+TEST(MpiJob, AKnownOptionFromTheEnvironmentIsTaken) {
+  auto taken = RunRanks(
+      2,
+      [](int rank, int) {
+        auto comm = Connect();
+        ASSERT_NE(comm, nullptr);
+        std::vector<float> data(5, static_cast<float>(rank + 1));
+        ASSERT_TRUE(Allreduce(*comm, data, absl::Seconds(30)).ok());
+        EXPECT_EQ(data, std::vector<float>(5, 3.0f));
+      },
+      WithMpiOptions("allreduce_small_max=0"));
+  ExpectAllSucceeded(taken);
 }
 
 }  // namespace
