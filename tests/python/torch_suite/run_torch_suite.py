@@ -27,7 +27,9 @@ that names recvAnysource (tests/python/unsupported_test.py). Two fixes for
 Debian's torch 1.13 on Python 3.11 come first: the expecttest stand-in
 beside this file, and suite_patches.shard_metadata.
 """
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -42,7 +44,11 @@ import suite_patches  # noqa: E402
 suite_patches.shard_metadata()
 os.environ.setdefault("BACKEND", "syncline")
 os.environ.setdefault("WORLD_SIZE", "2")
-os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="syncline-torch-suite-"))
+if "TEMP_DIR" not in os.environ:
+    # The suite's ranks are spawned children that inherit TEMP_DIR; only the
+    # process that made the folder removes it, when the run ends.
+    os.environ["TEMP_DIR"] = tempfile.mkdtemp(prefix="syncline-torch-suite-")
+    atexit.register(shutil.rmtree, os.environ["TEMP_DIR"], ignore_errors=True)
 # The ranks meet through file:// (TestDistBackend.init_method), and every
 # test's setUp sets INIT_METHOD so; set before the suite is imported, it also
 # enables the tests that need file:// (the barrier timeouts, DDP's save/load).
