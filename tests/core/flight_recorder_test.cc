@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/multiprocess.h"
+#include "common/scratch_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "syncline/communicator.h"
@@ -36,13 +37,7 @@ std::string Slurp(const std::string& path) {
 }
 
 // A fresh folder per test: dumps of concurrent tests must not meet.
-std::string MakeTempDir() {
-  std::string base = ::testing::TempDir();
-  if (!base.empty() && base.back() == '/') base.pop_back();
-  std::string tmpl = absl::StrCat(base, "/syncline-fr-XXXXXX");
-  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr) << tmpl;
-  return tmpl;
-}
+std::string MakeTempDir() { return syncline::testing::ScratchDir(); }
 
 // The names of the files in `dir` that contain `part` ("" if none).
 std::string FindFile(const std::string& dir, const std::string& part) {

@@ -9,16 +9,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/scratch_dir.h"
 #include "plugins/plugin_test_util.h"
 
 namespace syncline::testing {
 namespace {
 
-std::string MakeTempDir() {
-  std::string templ = ::testing::TempDir() + "/syncline-trace-XXXXXX";
-  EXPECT_NE(::mkdtemp(templ.data()), nullptr);
-  return templ;
-}
+std::string MakeTempDir() { return ScratchDir(); }
 
 // One line per op event of a trace file: "name:seq:bytes:status", read by
 // python3's json module, so the file must be valid JSON.

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/multiprocess.h"
+#include "common/scratch_dir.h"
 #include "gtest/gtest.h"
 
 namespace syncline::testing {
@@ -33,12 +34,7 @@ std::string ShellQuote(absl::string_view s) {
   return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
 }
 
-std::string MakeTempDir() {
-  std::string pattern = ::testing::TempDir() + "/launcher_test.XXXXXX";
-  char* dir = mkdtemp(pattern.data());
-  EXPECT_NE(dir, nullptr) << "mkdtemp " << pattern;
-  return pattern;
-}
+std::string MakeTempDir() { return ScratchDir(); }
 
 std::string WriteScript(const std::string& dir, const std::string& name,
                         const std::string& body) {

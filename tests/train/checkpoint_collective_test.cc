@@ -12,7 +12,7 @@
 
 #include "common/multiprocess.h"
 #include "gtest/gtest.h"
-#include "scratch_dir.h"
+#include "common/scratch_dir.h"
 #include "syncline/communicator.h"
 #include "syncline/ddp/agreement.h"
 #include "syncline/ddp/checkpoint.h"

@@ -23,7 +23,7 @@
 
 #include "common/multiprocess.h"
 #include "gtest/gtest.h"
-#include "scratch_dir.h"
+#include "common/scratch_dir.h"
 #include "syncline/communicator.h"
 #include "syncline/ddp/grad_scaler.h"
 

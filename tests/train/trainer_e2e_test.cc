@@ -27,7 +27,7 @@
 #include "common/multiprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "scratch_dir.h"
+#include "common/scratch_dir.h"
 #include "syncline/tcp_store.h"
 
 namespace syncline::train {
