@@ -60,15 +60,19 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "syncline/work.h"
 
 namespace syncline::torch_backend {
 
 class Completer;
 
+// Most ops post one Syncline op over one or two buffers: those live inside
+// the PendingOp (and so inside the TorchWork), with no allocation of their
+// own per op.
 struct PendingOp {
-  std::vector<std::unique_ptr<syncline::Work>> works;
-  std::vector<at::Tensor> keep_alive;  // buffers the Syncline ops use
+  absl::InlinedVector<std::unique_ptr<syncline::Work>, 1> works;
+  absl::InlinedVector<at::Tensor, 2> keep_alive;  // buffers the Syncline ops use
   std::vector<std::function<void()>> finish;  // copy results out, in order
   // Then: copy staged outputs back into non-contiguous originals.
   std::vector<std::function<void()>> copy_back;
@@ -122,6 +126,9 @@ class TorchWork : public c10d::Work {
   // The claiming thread, once the ops have ended: runs finish and
   // copy_back, drops the buffers, marks the Work complete and its Future.
   void Finish();
+  // completed_ and running_ once the Future (if any) is marked; with
+  // mutex_ held.
+  void MarkCompleted();
   void MarkFuture(const c10::intrusive_ptr<c10::ivalue::Future>& future,
                   const std::exception_ptr& error) const;
 
