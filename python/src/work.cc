@@ -39,6 +39,12 @@ bool TorchWork::completed() const {
 std::vector<at::Tensor> TorchWork::result() { return outputs_; }
 
 c10::intrusive_ptr<c10::ivalue::Future> TorchWork::getFuture() {
+  // Ops that have already ended (the caller waited for a later op, or
+  // polled): complete the Work here, so that the Future is done when it is
+  // returned, with no hand-off to the Completer. On the first request no
+  // callback is chained yet; on a later one they run here, as from
+  // isCompleted().
+  (void)Drive(/*block=*/false, Clock::time_point::max());
   c10::intrusive_ptr<c10::ivalue::Future> future;
   std::exception_ptr error;
   bool mark = false, hand_over = false;

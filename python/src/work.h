@@ -19,8 +19,8 @@
 //   - a caller of wait(): the common path. The waiting thread itself waits
 //     for the Syncline ops (with UCX it drives their progress), so a
 //     blocking op costs no hand-off to another thread and back;
-//   - a caller of isCompleted(), when the Syncline ops have ended (it tests
-//     them, never blocks);
+//   - a caller of isCompleted() or getFuture(), when the Syncline ops have
+//     ended (it tests them, never blocks);
 //   - the process group's Completer thread, for the Works nobody may ever
 //     wait for: those whose Future was requested (getFuture(): DDP's comm
 //     hooks, then() chains), so that the Future completes on its own, and
@@ -96,8 +96,10 @@ class TorchWork : public c10d::Work {
   // they have ended.
   bool isCompleted() override;
   std::vector<at::Tensor> result() override;
-  // The Future of the outputs. If the Work has not completed, the
-  // Completer completes it unless a waiter gets there first.
+  // The Future of the outputs. If the Syncline ops have ended, the Work
+  // completes here (tested, never waited for) and the Future is returned
+  // done; otherwise the Completer completes it unless a waiter gets there
+  // first.
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
   // Complete()
