@@ -17,8 +17,13 @@ It prints them and the ratios ddp/single (the figure of merit), nocomm/single
 and ddp/nocomm. Ranks are this script re-executed (subprocess: fork+exec).
 --syncline adds, in the same run, the DDP step over the `syncline` process
 group (syncline_torch on PYTHONPATH; SYNCLINE_BACKEND, e.g. ucx, underneath).
+--floor adds PyTorch's DDP step with the communication taken out: DDP over
+the `syncline` group with a comm hook that returns an already-completed
+Future of the bucket unchanged (the reducer's own cost: bucket copies,
+hooks, autograd bookkeeping; the floor no backend can go below).
 
-Usage: ddp_pytorch.py [--steps 20] [--warmup 3] [--syncline] [--json FILE]
+Usage: ddp_pytorch.py [--steps 20] [--warmup 3] [--syncline] [--floor]
+           [--json FILE]
 """
 import argparse
 import json
@@ -43,13 +48,20 @@ def step_times(role, rank, world, store, steps, warmup):
         torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(),
         torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(),
         torch.nn.Linear(WIDTH, WIDTH))
-    if role in ("ddp", "ddp_syncline"):
+    ddp_roles = ("ddp", "ddp_syncline", "ddp_floor")
+    if role in ddp_roles:
         backend = "gloo" if role == "ddp" else "syncline"
         if backend == "syncline":
             import syncline_torch  # noqa: F401  (registers "syncline")
         dist.init_process_group(backend, init_method="file://" + store,
                                 rank=rank, world_size=world)
         model = torch.nn.parallel.DistributedDataParallel(model)
+        if role == "ddp_floor":
+            def no_communication(state, bucket):
+                done = torch.futures.Future()
+                done.set_result(bucket.buffer())
+                return done
+            model.register_comm_hook(None, no_communication)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     gen = torch.Generator().manual_seed(1 + rank)
     x = torch.randn(BATCH, WIDTH, generator=gen)
@@ -64,7 +76,7 @@ def step_times(role, rank, world, store, steps, warmup):
         elapsed = time.perf_counter() - start
         if i >= warmup:
             times.append(elapsed)
-    if role in ("ddp", "ddp_syncline"):
+    if role in ddp_roles:
         dist.destroy_process_group()
     return statistics.median(times) * 1e3
 
@@ -102,6 +114,7 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--json", default="")
     p.add_argument("--syncline", action="store_true")
+    p.add_argument("--floor", action="store_true")
     p.add_argument("--role", default="", help=argparse.SUPPRESS)
     p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--store", default="", help=argparse.SUPPRESS)
@@ -122,6 +135,7 @@ def main():
         ms = run_pair("ddp_syncline", args)
         over = {"backend": os.environ.get("SYNCLINE_BACKEND", "gloo"), "ddp_ms": ms,
                 "ratio": ms / single}
+    floor = run_pair("ddp_floor", args) if args.floor else None
     print("ddp_pytorch: MLP 3x%dx%d (12.6M params), batch %d/rank, SGD, "
           "1 thread/rank, torch %s, gloo, 2 ranks" % (WIDTH, WIDTH, BATCH, torch.__version__))
     print("%-38s %10.2f ms" % ("single process, no DDP", single))
@@ -135,11 +149,17 @@ def main():
         print("%-38s %10.2f ms" % ("2 processes, DDP over " + name, over["ddp_ms"]))
         print("%-38s %10.3f" % ("ratio DDP over %s / single" % name, over["ratio"]))
         print("%-38s %10.3f" % ("ratio DDP over %s / over gloo" % name, over["ddp_ms"] / ddp))
+    if floor is not None:
+        print("%-38s %10.2f ms" % ("2 processes, DDP, no communication", floor))
+        print("%-38s %10.3f" % ("ratio DDP floor / no-comm (reducer)", floor / nocomm))
     if args.json:
+        doc = {"system": "pytorch-ddp", "torch": torch.__version__,
+               "single_ms": single, "nocomm_ms": nocomm, "ddp_ms": ddp,
+               "ratio": ddp / single, "syncline": over}
+        if floor is not None:
+            doc["floor_ms"] = floor
         with open(args.json, "w") as f:
-            json.dump({"system": "pytorch-ddp", "torch": torch.__version__,
-                       "single_ms": single, "nocomm_ms": nocomm, "ddp_ms": ddp,
-                       "ratio": ddp / single, "syncline": over}, f, indent=1)
+            json.dump(doc, f, indent=1)
     return 0
 
 

@@ -290,7 +290,8 @@ class ReportTest(unittest.TestCase):
             folder = os.path.join(self.dir, "round-%d" % (i + 1))
             os.makedirs(folder, exist_ok=True)
             with open(os.path.join(folder, "ddp_pytorch.json"), "w") as f:
-                json.dump({"ratio": gloo, "syncline": {"backend": "ucx", "ratio": over}}, f)
+                json.dump({"ratio": gloo, "syncline": {"backend": "ucx", "ratio": over},
+                           "single_ms": 100.0, "floor_ms": 100.0 * (over - 0.2 * i)}, f)
             with open(os.path.join(folder, "ddp_ucx.json"), "w") as f:
                 json.dump({"ratio": ucx, "floor": 1.4}, f)
         result, text, _, _ = self.run_report(QUIET)
@@ -301,6 +302,12 @@ class ReportTest(unittest.TestCase):
         self.assertIn("over syncline/ucx / over gloo step time: 0.833 (0.760-0.913) faster", text)
         # 2.0/1.6, low 1.9/1.7, high 2.1/1.5 > 1: slower (issue 17 asks at most 1.10).
         self.assertIn("Syncline's C++ DDP over UCX: 1.25 (1.12-1.40) slower", text)
+        # --floor: floor_ms / single_ms per round: 2.0, 1.7, 1.7; median 1.7.
+        self.assertIn("| PyTorch DDP without communication, ddp_pytorch.py --floor "
+                      "| 1.70 (1.70-2.00) | n/a | n/a |", text)
+        # 1.7/1.6, low 1.7/1.7 = 1, high 2.0/1.5: level.
+        self.assertIn("without communication / Syncline's C++ DDP over UCX: "
+                      "1.06 (1.00-1.33) level", text)
 
     def backends(self, tables):
         """A backends folder with a bench_systems.txt per {name: text}."""

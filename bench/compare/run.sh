@@ -187,8 +187,9 @@ fi
 if [ "${BENCH_SKIP_DDP:-0}" != 1 ] && [ "$QUICK" = 0 ] && [[ " ${NAMES[*]} " == *" torch_gloo "* ]]; then
   NAMES+=(ddp_pytorch)
   # With syncline_torch built, the same pair of processes also times DDP
-  # over the `syncline` group (UCX underneath): ddp_pytorch.py --syncline.
-  CMD[ddp_pytorch]="${TORCH_SYNCLINE[*]} $PY bench/compare/ddp_pytorch.py ${TORCH_SYNCLINE:+--syncline} --json "
+  # over the `syncline` group (UCX underneath): ddp_pytorch.py --syncline,
+  # and without communication (--floor: torch's own floor for issue 17).
+  CMD[ddp_pytorch]="${TORCH_SYNCLINE[*]} $PY bench/compare/ddp_pytorch.py ${TORCH_SYNCLINE:+--syncline --floor} --json "
 fi
 
 # The rounds: every system once per round, the order rotated by one each

@@ -172,19 +172,24 @@ def main():
     args = p.parse_args()
     if args.rank >= 0:
         return run_rank(args)
+    print("# %s, %d ranks, f32 (size B, count, type, redop, time us, "
+          "algbw, busbw GB/s, #wrong, op)" % (system_name(args.backend), args.world_size),
+          flush=True)
+    return launch_ranks(os.path.abspath(__file__), sys.argv[1:], args.world_size)
 
-    fd, store = tempfile.mkstemp(prefix="syncline-torch-gloo-")
+
+def launch_ranks(script, argv, world_size):
+    """Runs `script` once per rank with `argv` + --rank R --store FILE (a
+    fresh FileStore path), GLOO_SOCKET_IFNAME=lo and one OpenMP thread; only
+    rank 0's stdout shows. Returns the worst exit code."""
+    fd, store = tempfile.mkstemp(prefix="syncline-torch-ranks-")
     os.close(fd)
     os.unlink(store)  # the FileStore creates it
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1",
                MASTER_ADDR="127.0.0.1")
-    print("# %s, %d ranks, f32 (size B, count, type, redop, time us, "
-          "algbw, busbw GB/s, #wrong, op)" % (system_name(args.backend), args.world_size),
-          flush=True)
     procs = []
-    for r in range(args.world_size):
-        cmd = [sys.executable, os.path.abspath(__file__), "--rank", str(r),
-               "--store", store] + sys.argv[1:]
+    for r in range(world_size):
+        cmd = [sys.executable, script, "--rank", str(r), "--store", store] + argv
         procs.append(subprocess.Popen(
             cmd, env=env, stdout=None if r == 0 else subprocess.DEVNULL))
     codes = [proc.wait(timeout=900) for proc in procs]

@@ -39,6 +39,12 @@ bool TorchWork::completed() const {
 std::vector<at::Tensor> TorchWork::result() { return outputs_; }
 
 c10::intrusive_ptr<c10::ivalue::Future> TorchWork::getFuture() {
+  // Ops that have already ended (the caller waited for a later op, or
+  // polled): complete the Work here, so that the Future is done when it is
+  // returned, with no hand-off to the Completer. On the first request no
+  // callback is chained yet; on a later one they run here, as from
+  // isCompleted().
+  (void)Drive(/*block=*/false, Clock::time_point::max());
   c10::intrusive_ptr<c10::ivalue::Future> future;
   std::exception_ptr error;
   bool mark = false, hand_over = false;
@@ -134,20 +140,26 @@ void TorchWork::Finish() {
     ended_ = true;
     exception_ = error;
     future = future_;  // one made from now on is marked by getFuture()
+    // No Future to mark (the common, waited-for op): complete at once.
+    if (!future) MarkCompleted();
   }
-  // The Future first, as c10d's gloo does, so that a wait() that returns
-  // finds it done. Its callbacks run here, with no lock held.
-  if (future) MarkFuture(future, error);
-  {
+  if (future) {
+    // The Future first, as c10d's gloo does, so that a wait() that returns
+    // finds it done. Its callbacks run here, with no lock held.
+    MarkFuture(future, error);
     std::lock_guard<std::mutex> lock(mutex_);
-    completed_ = true;
-    running_ = false;
-    if (recordFunctionEndCallback_) {
-      recordFunctionEndCallback_();
-      recordFunctionEndCallback_ = nullptr;
-    }
+    MarkCompleted();
   }
   cv_.notify_all();
+}
+
+void TorchWork::MarkCompleted() {
+  completed_ = true;
+  running_ = false;
+  if (recordFunctionEndCallback_) {
+    recordFunctionEndCallback_();
+    recordFunctionEndCallback_ = nullptr;
+  }
 }
 
 void TorchWork::MarkFuture(const c10::intrusive_ptr<c10::ivalue::Future>& future,

@@ -19,8 +19,8 @@
 //   - a caller of wait(): the common path. The waiting thread itself waits
 //     for the Syncline ops (with UCX it drives their progress), so a
 //     blocking op costs no hand-off to another thread and back;
-//   - a caller of isCompleted(), when the Syncline ops have ended (it tests
-//     them, never blocks);
+//   - a caller of isCompleted() or getFuture(), when the Syncline ops have
+//     ended (it tests them, never blocks);
 //   - the process group's Completer thread, for the Works nobody may ever
 //     wait for: those whose Future was requested (getFuture(): DDP's comm
 //     hooks, then() chains), so that the Future completes on its own, and
@@ -60,15 +60,19 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "syncline/work.h"
 
 namespace syncline::torch_backend {
 
 class Completer;
 
+// Most ops post one Syncline op over one or two buffers: those live inside
+// the PendingOp (and so inside the TorchWork), with no allocation of their
+// own per op.
 struct PendingOp {
-  std::vector<std::unique_ptr<syncline::Work>> works;
-  std::vector<at::Tensor> keep_alive;  // buffers the Syncline ops use
+  absl::InlinedVector<std::unique_ptr<syncline::Work>, 1> works;
+  absl::InlinedVector<at::Tensor, 2> keep_alive;  // buffers the Syncline ops use
   std::vector<std::function<void()>> finish;  // copy results out, in order
   // Then: copy staged outputs back into non-contiguous originals.
   std::vector<std::function<void()>> copy_back;
@@ -92,8 +96,10 @@ class TorchWork : public c10d::Work {
   // they have ended.
   bool isCompleted() override;
   std::vector<at::Tensor> result() override;
-  // The Future of the outputs. If the Work has not completed, the
-  // Completer completes it unless a waiter gets there first.
+  // The Future of the outputs. If the Syncline ops have ended, the Work
+  // completes here (tested, never waited for) and the Future is returned
+  // done; otherwise the Completer completes it unless a waiter gets there
+  // first.
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
   // Complete()
@@ -122,6 +128,9 @@ class TorchWork : public c10d::Work {
   // The claiming thread, once the ops have ended: runs finish and
   // copy_back, drops the buffers, marks the Work complete and its Future.
   void Finish();
+  // completed_ and running_ once the Future (if any) is marked; with
+  // mutex_ held.
+  void MarkCompleted();
   void MarkFuture(const c10::intrusive_ptr<c10::ivalue::Future>& future,
                   const std::exception_ptr& error) const;
 

@@ -11,6 +11,7 @@ the Work and of its Future:
   wait, then get_future       the Future is already done, with the outputs
   get_future, then wait       once wait() returns, the Future is done
   get_future first            the Future completes without wait(); then()
+  get_future once ended       the Future is done when get_future() returns
   Futures only, as DDP        the Works dropped; callbacks in posting order
   a callback that waits       a Future's callback wait()s a later Work whose
                               Future is also queued (ran on the Completer's
@@ -127,6 +128,19 @@ chained = f.then(lambda fut: fut.value()[0].clone())
 check_equal(chained.wait(), reduced(2), "then() before completion: its value")
 check_equal(base[:, 0], reduced(2), "get_future() first: the result is in the strided view")
 check(w.wait() and w.is_completed() and f.done(), "get_future() first: the Work completed too")
+
+# get_future() once the ops have ended (a later op on the group was waited
+# for; ops end in posting order): the Work completes in get_future(), on
+# this thread, so the Future is done when it is returned (it was handed to
+# the Completer's thread, and done some time later).
+base, view = strided(12)
+w = dist.all_reduce(view, async_op=True)
+dist.all_reduce(torch.zeros(1, dtype=torch.float64))
+f = w.get_future()
+check(f.done(), "get_future() after the ops ended: done when returned")
+check_equal(f.value()[0], reduced(12), "get_future() after the ops ended: its value")
+check_equal(base[:, 0], reduced(12), "get_future() after the ops ended: the strided view")
+check(w.is_completed(), "get_future() after the ops ended: the Work completed")
 
 # Futures only, as DDP's reducer does: each Work dropped once its Future is
 # taken. The callbacks run in posting order.
