@@ -33,6 +33,13 @@ class PluginWork final : public Work {
   uint64_t seq() const override { return seq_; }
   std::string Describe() const override { return label_.ToString(); }
 
+  // A Work per op was the core's one heap allocation on an op's path (the
+  // 8-byte allreduce, issue 16): its storage is recycled instead, a few
+  // blocks kept per thread (work_impl.cc). Any thread may free what another
+  // allocated; the block then joins the freeing thread's cache.
+  static void* operator new(size_t size);
+  static void operator delete(void* block, size_t size) noexcept;
+
  private:
   absl::Status Finish(sl_result_t result, const sl_error_t& err);
 
