@@ -113,12 +113,14 @@ absl::Status PluginWork::Wait(absl::Duration timeout) {
   int64_t ms = timeout == absl::InfiniteDuration()
                    ? -1
                    : std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout));
-  sl_error_t err{};
+  sl_error_t err;
+  ClearForCall(err);
   sl_result_t r = table_->request_wait(request_, ms, &err);
   if (r == SL_ERR_TIMEOUT && ms >= 0) {
     // Either this wait ran out or the op itself timed out: ask which.
     int done = 0;
-    sl_error_t test_err{};
+    sl_error_t test_err;
+    ClearForCall(test_err);
     sl_result_t tr = table_->request_test(request_, &done, &test_err);
     if (!done) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -132,12 +134,14 @@ absl::Status PluginWork::Wait(absl::Duration timeout) {
 absl::Status PluginWork::WaitStream(void* stream) {
   if (done_) return final_;
   if (table_->request_stream_wait == nullptr) return Wait(absl::InfiniteDuration());
-  sl_error_t err{};
+  sl_error_t err;
+  ClearForCall(err);
   const sl_result_t r = table_->request_stream_wait(request_, stream, &err);
   if (r == SL_OK) return absl::OkStatus();  // queued, or the op already succeeded
   // The op ended with this error, or the stream could not wait: ask which.
   int done = 0;
-  sl_error_t test_err{};
+  sl_error_t test_err;
+  ClearForCall(test_err);
   const sl_result_t tr = table_->request_test(request_, &done, &test_err);
   if (done) return Finish(tr, test_err);
   return absl::Status(ToStatusCode(r),
@@ -148,7 +152,8 @@ absl::Status PluginWork::WaitStream(void* stream) {
 bool PluginWork::Test() {
   if (done_) return true;
   int done = 0;
-  sl_error_t err{};
+  sl_error_t err;
+  ClearForCall(err);
   sl_result_t r = table_->request_test(request_, &done, &err);
   if (done) (void)Finish(r, err);
   return done_;
