@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "store_adapter.h"
+#include "syncline/plugin_sdk/block_cache.h"
 
 namespace syncline::internal {
 namespace {
@@ -14,52 +15,14 @@ std::string DestroyedBeforeFinishing(const std::string& context, const char* det
                       detail, ")");
 }
 
-// Freed PluginWork blocks, kept for the thread's next op. An op is posted,
-// waited for and dropped before the next, so one block is usually enough;
-// a few more cover Works kept in flight together. Past that, blocks go back
-// to the heap, and a thread's blocks go when it ends.
-//
-// The cache is trivially destructible, so that it stays usable while the
-// thread ends (a Work dropped by another thread_local's destructor); its
-// owner, registered with the first block kept, frees the blocks and closes it.
-struct WorkBlocks {
-  static constexpr int kMax = 8;
-  void* blocks[kMax];
-  int n;
-  bool owned;   // the owner below is registered for this thread
-  bool closed;  // the thread is ending: blocks go straight to the heap
-};
-thread_local WorkBlocks work_blocks{};
-
-struct WorkBlocksOwner {
-  ~WorkBlocksOwner() {
-    work_blocks.closed = true;
-    while (work_blocks.n > 0) ::operator delete(work_blocks.blocks[--work_blocks.n]);
-  }
-};
-thread_local WorkBlocksOwner work_blocks_owner;
+using WorkBlocks = backend::BlockCache<sizeof(PluginWork)>;
 
 }  // namespace
 
-void* PluginWork::operator new(size_t size) {
-  // Only PluginWork itself comes here (the class is final).
-  WorkBlocks& cache = work_blocks;
-  if (cache.n > 0) return cache.blocks[--cache.n];
-  return ::operator new(size);
-}
+// Only PluginWork itself comes here (the class is final): the size is its own.
+void* PluginWork::operator new(size_t) { return WorkBlocks::Allocate(); }
 
-void PluginWork::operator delete(void* block, size_t size) noexcept {
-  WorkBlocks& cache = work_blocks;
-  if (cache.closed || cache.n == WorkBlocks::kMax) {
-    ::operator delete(block, size);
-    return;
-  }
-  if (!cache.owned) {
-    cache.owned = true;
-    static_cast<void>(&work_blocks_owner);  // registers its destructor
-  }
-  cache.blocks[cache.n++] = block;
-}
+void PluginWork::operator delete(void* block, size_t) noexcept { WorkBlocks::Free(block); }
 
 PluginWork::PluginWork(std::shared_ptr<BackendComm> backend, sl_request_t* request,
                        const OpLabel& label, std::shared_ptr<FlightRecorder> recorder)

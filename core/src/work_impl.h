@@ -35,8 +35,7 @@ class PluginWork final : public Work {
 
   // A Work per op was the core's one heap allocation on an op's path (the
   // 8-byte allreduce, issue 16): its storage is recycled instead, a few
-  // blocks kept per thread (work_impl.cc). Any thread may free what another
-  // allocated; the block then joins the freeing thread's cache.
+  // blocks kept per thread (syncline/plugin_sdk/block_cache.h).
   static void* operator new(size_t size);
   static void operator delete(void* block, size_t size) noexcept;
 
