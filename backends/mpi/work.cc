@@ -140,7 +140,12 @@ int Request::StartSmallAllreduce(uint64_t number) {
   if (op_.send.data != op_.recv.data && bytes > 0) {
     std::memmove(op_.recv.data, op_.send.data, bytes);
   }
-  scratch_.resize(bytes);
+  if (bytes <= kInlineScratch) {
+    scratch_ = inline_scratch_;
+  } else {
+    heap_scratch_.resize(bytes);
+    scratch_ = heap_scratch_.data();
+  }
   std::lock_guard<std::mutex> lock(mu_);
   step_ = 0;
   num_requests_ = 2;
@@ -152,7 +157,7 @@ int Request::PostStep() const {
   const int count = static_cast<int>(op_.recv.count);
   const MPI_Datatype type = MpiType(op_.recv.dtype);
   MpiLock mpi;
-  int rc = MPI_Irecv(scratch_.data(), count, type, partner, tag_base_ + step_,
+  int rc = MPI_Irecv(scratch_, count, type, partner, tag_base_ + step_,
                      comm_->algo_comm, &requests_[0]);
   if (rc != MPI_SUCCESS) return rc;
   return MPI_Isend(op_.recv.data, count, type, partner, tag_base_ + step_,
@@ -163,7 +168,7 @@ bool Request::StepDone(int* rc) const {
   {
     MpiLock mpi;
     *rc =
-        MPI_Reduce_local(scratch_.data(), op_.recv.data, static_cast<int>(op_.recv.count),
+        MPI_Reduce_local(scratch_, op_.recv.data, static_cast<int>(op_.recv.count),
                          MpiType(op_.recv.dtype), MpiOp(op_.redop, op_.recv.dtype));
   }
   if (*rc != MPI_SUCCESS) return true;
