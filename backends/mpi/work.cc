@@ -92,13 +92,14 @@ void CommState::Leave() {
 }
 
 Request::Request(const sl_op_t& op, std::shared_ptr<CommState> comm,
-                 std::shared_ptr<Request> prev)
-    : op_(op), comm_(std::move(comm)), clock_(op.timeout_ms), prev_(std::move(prev)) {
+                 const std::shared_ptr<Request>& prev)
+    : op_(op), comm_(std::move(comm)), clock_(op.timeout_ms) {
   // Sends and receives need no turn; a collective waits for the one before.
-  if (IsP2p(op_) || prev_ == nullptr || prev_->done()) {
+  if (IsP2p(op_) || prev == nullptr || prev->done()) {
     // Posted is now: one clock read per op, not two (the op path's cost).
     clock_.Start(clock_.posted());
-    prev_.reset();
+  } else {
+    prev_ = prev;  // copied only when it is needed: a reference count is atomic
   }
 }
 

@@ -119,8 +119,9 @@ class Request {
  public:
   // `op` is copied (its buffers are views the caller keeps alive). `prev`:
   // the collective posted before this one on the communicator (its end is
-  // when this one's deadline starts), or null.
-  Request(const sl_op_t& op, std::shared_ptr<CommState> comm, std::shared_ptr<Request> prev);
+  // when this one's deadline starts), or null; held only while it runs.
+  Request(const sl_op_t& op, std::shared_ptr<CommState> comm,
+          const std::shared_ptr<Request>& prev);
 
   const sl_op_t& op() const { return op_; }
   // "mpi allreduce #5 (f32 x 1001, sum) on rank 0 of 3", for messages.
