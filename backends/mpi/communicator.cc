@@ -334,8 +334,9 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
   }
   sl_op_t timed = op;
   if (timed.timeout_ms == 0) timed.timeout_ms = timeout_ms_;
+  const std::shared_ptr<Request> none;
   auto posted = std::make_shared<Request>(
-      timed, state_, IsCollective(op.kind) ? state_->last_collective : nullptr);
+      timed, state_, IsCollective(op.kind) ? state_->last_collective : none);
   int rc;
   if (Request::IsSmallAllreduce(op, *state_)) {
     rc = posted->StartSmallAllreduce(state_->small_allreduces++);

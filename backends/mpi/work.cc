@@ -92,13 +92,14 @@ void CommState::Leave() {
 }
 
 Request::Request(const sl_op_t& op, std::shared_ptr<CommState> comm,
-                 std::shared_ptr<Request> prev)
-    : op_(op), comm_(std::move(comm)), clock_(op.timeout_ms), prev_(std::move(prev)) {
+                 const std::shared_ptr<Request>& prev)
+    : op_(op), comm_(std::move(comm)), clock_(op.timeout_ms) {
   // Sends and receives need no turn; a collective waits for the one before.
-  if (IsP2p(op_) || prev_ == nullptr || prev_->done()) {
+  if (IsP2p(op_) || prev == nullptr || prev->done()) {
     // Posted is now: one clock read per op, not two (the op path's cost).
     clock_.Start(clock_.posted());
-    prev_.reset();
+  } else {
+    prev_ = prev;  // copied only when it is needed: a reference count is atomic
   }
 }
 
@@ -140,7 +141,12 @@ int Request::StartSmallAllreduce(uint64_t number) {
   if (op_.send.data != op_.recv.data && bytes > 0) {
     std::memmove(op_.recv.data, op_.send.data, bytes);
   }
-  scratch_.resize(bytes);
+  if (bytes <= kInlineScratch) {
+    scratch_ = inline_scratch_;
+  } else {
+    heap_scratch_.resize(bytes);
+    scratch_ = heap_scratch_.data();
+  }
   std::lock_guard<std::mutex> lock(mu_);
   step_ = 0;
   num_requests_ = 2;
@@ -152,7 +158,7 @@ int Request::PostStep() const {
   const int count = static_cast<int>(op_.recv.count);
   const MPI_Datatype type = MpiType(op_.recv.dtype);
   MpiLock mpi;
-  int rc = MPI_Irecv(scratch_.data(), count, type, partner, tag_base_ + step_,
+  int rc = MPI_Irecv(scratch_, count, type, partner, tag_base_ + step_,
                      comm_->algo_comm, &requests_[0]);
   if (rc != MPI_SUCCESS) return rc;
   return MPI_Isend(op_.recv.data, count, type, partner, tag_base_ + step_,
@@ -163,7 +169,7 @@ bool Request::StepDone(int* rc) const {
   {
     MpiLock mpi;
     *rc =
-        MPI_Reduce_local(scratch_.data(), op_.recv.data, static_cast<int>(op_.recv.count),
+        MPI_Reduce_local(scratch_, op_.recv.data, static_cast<int>(op_.recv.count),
                          MpiType(op_.recv.dtype), MpiOp(op_.redop, op_.recv.dtype));
   }
   if (*rc != MPI_SUCCESS) return true;

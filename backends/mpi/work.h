@@ -119,8 +119,9 @@ class Request {
  public:
   // `op` is copied (its buffers are views the caller keeps alive). `prev`:
   // the collective posted before this one on the communicator (its end is
-  // when this one's deadline starts), or null.
-  Request(const sl_op_t& op, std::shared_ptr<CommState> comm, std::shared_ptr<Request> prev);
+  // when this one's deadline starts), or null; held only while it runs.
+  Request(const sl_op_t& op, std::shared_ptr<CommState> comm,
+          const std::shared_ptr<Request>& prev);
 
   const sl_op_t& op() const { return op_; }
   // "mpi allreduce #5 (f32 x 1001, sum) on rank 0 of 3", for messages.
@@ -183,7 +184,13 @@ class Request {
   // The small allreduce: its step, first tag, and the partner's part.
   mutable int step_ ABSL_GUARDED_BY(mu_) = -1;
   int tag_base_ = 0;
-  mutable std::vector<unsigned char> scratch_;
+  // The partner's part lands in scratch_: inline_scratch_ up to
+  // kInlineScratch bytes (the 8-byte allreduce's path allocates nothing for
+  // it), heap_scratch_ above.
+  static constexpr size_t kInlineScratch = 64;
+  alignas(16) unsigned char inline_scratch_[kInlineScratch];
+  std::vector<unsigned char> heap_scratch_;
+  unsigned char* scratch_ = nullptr;
   mutable std::shared_ptr<Request> prev_ ABSL_GUARDED_BY(mu_);
   // Waits on peers: when a peer was last looked for in the store, and when
   // one was first seen gone (the op gets a grace period to finish).

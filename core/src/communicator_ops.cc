@@ -158,7 +158,8 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
   absl::Duration deadline = timeout > absl::ZeroDuration() ? timeout : timeout_;
   op.timeout_ms = absl::ToInt64Milliseconds(deadline);
   sl_request_t* request = nullptr;
-  sl_error_t err{};
+  sl_error_t err;
+  internal::ClearForCall(err);
   impl_->recorder->Posted(label, data.bytes());
   sl_result_t r = impl_->table->post(impl_->backend->comm(), &op, &request, &err);
   if (r != SL_OK) {

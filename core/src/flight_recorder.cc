@@ -142,10 +142,18 @@ void FlightRecorder::Posted(const OpLabel& what, size_t bytes) {
   const uint64_t seq = what.seq;
   const absl::Time now = WallNow();  // outside the lock
   std::lock_guard<std::mutex> lock(mu_);
-  Entry e{seq, what, bytes, State::kPosted, now, absl::InfinitePast(), ""};
-  if (ring_.size() < capacity_) ring_.push_back(std::move(e));
-  else ring_[next_] = std::move(e);
-  next_ = (next_ + 1) % capacity_;
+  // Once the ring is full, the oldest entry is overwritten field by field:
+  // its error string keeps its buffer, and no Entry is built and moved.
+  if (ring_.size() < capacity_) ring_.emplace_back();
+  Entry& e = ring_[next_];
+  e.seq = seq;
+  e.what = what;
+  e.bytes = bytes;
+  e.state = State::kPosted;
+  e.posted = now;
+  e.finished = absl::InfinitePast();
+  e.error.clear();
+  next_ = next_ + 1 == capacity_ ? 0 : next_ + 1;
   if (!(seq & Communicator::kP2pSeqBit)) last_posted_ = std::max(last_posted_, seq);
 }
 
@@ -158,11 +166,11 @@ void FlightRecorder::Finished(uint64_t seq, bool ok, absl::string_view error) {
   // allreduce). Sequence numbers are unique within the ring.
   const size_t n = ring_.size();
   for (size_t back = 1; back <= n; ++back) {
-    Entry& e = ring_[(next_ + capacity_ - back) % capacity_];
+    Entry& e = ring_[next_ >= back ? next_ - back : next_ + capacity_ - back];
     if (e.seq == seq && e.state == State::kPosted) {
       e.state = ok ? State::kCompleted : State::kFailed;
       e.finished = now;
-      e.error.assign(error.data(), error.size());
+      if (!error.empty()) e.error.assign(error.data(), error.size());  // Posted cleared it
       break;
     }
   }

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "store_adapter.h"
+#include "syncline/plugin_sdk/block_cache.h"
 
 namespace syncline::internal {
 namespace {
@@ -14,7 +15,14 @@ std::string DestroyedBeforeFinishing(const std::string& context, const char* det
                       detail, ")");
 }
 
+using WorkBlocks = backend::BlockCache<sizeof(PluginWork)>;
+
 }  // namespace
+
+// Only PluginWork itself comes here (the class is final): the size is its own.
+void* PluginWork::operator new(size_t) { return WorkBlocks::Allocate(); }
+
+void PluginWork::operator delete(void* block, size_t) noexcept { WorkBlocks::Free(block); }
 
 PluginWork::PluginWork(std::shared_ptr<BackendComm> backend, sl_request_t* request,
                        const OpLabel& label, std::shared_ptr<FlightRecorder> recorder)
@@ -68,12 +76,14 @@ absl::Status PluginWork::Wait(absl::Duration timeout) {
   int64_t ms = timeout == absl::InfiniteDuration()
                    ? -1
                    : std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout));
-  sl_error_t err{};
+  sl_error_t err;
+  ClearForCall(err);
   sl_result_t r = table_->request_wait(request_, ms, &err);
   if (r == SL_ERR_TIMEOUT && ms >= 0) {
     // Either this wait ran out or the op itself timed out: ask which.
     int done = 0;
-    sl_error_t test_err{};
+    sl_error_t test_err;
+    ClearForCall(test_err);
     sl_result_t tr = table_->request_test(request_, &done, &test_err);
     if (!done) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -87,12 +97,14 @@ absl::Status PluginWork::Wait(absl::Duration timeout) {
 absl::Status PluginWork::WaitStream(void* stream) {
   if (done_) return final_;
   if (table_->request_stream_wait == nullptr) return Wait(absl::InfiniteDuration());
-  sl_error_t err{};
+  sl_error_t err;
+  ClearForCall(err);
   const sl_result_t r = table_->request_stream_wait(request_, stream, &err);
   if (r == SL_OK) return absl::OkStatus();  // queued, or the op already succeeded
   // The op ended with this error, or the stream could not wait: ask which.
   int done = 0;
-  sl_error_t test_err{};
+  sl_error_t test_err;
+  ClearForCall(test_err);
   const sl_result_t tr = table_->request_test(request_, &done, &test_err);
   if (done) return Finish(tr, test_err);
   return absl::Status(ToStatusCode(r),
@@ -103,7 +115,8 @@ absl::Status PluginWork::WaitStream(void* stream) {
 bool PluginWork::Test() {
   if (done_) return true;
   int done = 0;
-  sl_error_t err{};
+  sl_error_t err;
+  ClearForCall(err);
   sl_result_t r = table_->request_test(request_, &done, &err);
   if (done) (void)Finish(r, err);
   return done_;

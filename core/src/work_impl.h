@@ -33,6 +33,12 @@ class PluginWork final : public Work {
   uint64_t seq() const override { return seq_; }
   std::string Describe() const override { return label_.ToString(); }
 
+  // A Work per op was the core's one heap allocation on an op's path (the
+  // 8-byte allreduce, issue 16): its storage is recycled instead, a few
+  // blocks kept per thread (syncline/plugin_sdk/block_cache.h).
+  static void* operator new(size_t size);
+  static void operator delete(void* block, size_t size) noexcept;
+
  private:
   absl::Status Finish(sl_result_t result, const sl_error_t& err);
 
@@ -46,6 +52,17 @@ class PluginWork final : public Work {
   bool done_ = false;
   absl::Status final_;
 };
+
+// Readies an sl_error_t for a call on an op's path (post, wait, test).
+// A plugin writes its NUL-terminated message only when the call fails, so
+// the first byte (an empty message) and the last (a bound for one that
+// forgets its terminator) are all that need setting: zeroing all 1 KiB, as
+// `sl_error_t err{}` does, cost about as much as the rest of a Wait on the
+// 8-byte allreduce (issue 16).
+inline void ClearForCall(sl_error_t& err) {
+  err.message[0] = '\0';
+  err.message[sizeof(err.message) - 1] = '\0';
+}
 
 // A Work that is already complete (ops with nothing to move).
 std::unique_ptr<Work> MakeCompletedWork(uint64_t seq, std::string context,

@@ -43,6 +43,7 @@
 #include <string>
 
 #include "syncline/plugin_abi.h"
+#include "syncline/plugin_sdk/block_cache.h"
 #include "syncline/plugin_sdk/error.h"
 
 namespace syncline::backend {
@@ -129,7 +130,9 @@ class PluginAdapter {
       }
       decltype(Handle::request) posted;
       const sl_result_t rc = Unwrap(comm)->Post(*op, &posted, err);
-      if (rc == SL_OK) *request = new Handle{std::move(posted)};
+      // The handle's storage is recycled per thread (block_cache.h): one
+      // malloc and free per op fewer on every backend.
+      if (rc == SL_OK) *request = new (HandleBlocks::Allocate()) Handle{std::move(posted)};
       return rc;
     });
   }
@@ -158,10 +161,16 @@ class PluginAdapter {
 
   static void RequestFree(sl_request_t* request) {
     static const std::string what = Name("request_free");
-    SlGuardVoid(what.c_str(), [&] { delete static_cast<Handle*>(request); });
+    SlGuardVoid(what.c_str(), [&] {
+      if (request == nullptr) return;
+      Handle* handle = static_cast<Handle*>(request);
+      handle->~Handle();
+      HandleBlocks::Free(handle);
+    });
   }
 
  private:
+  using HandleBlocks = BlockCache<sizeof(Handle)>;
   static Comm* Unwrap(sl_comm_t* comm) { return reinterpret_cast<Comm*>(comm); }
   // `call(request)` on the backend's request under SlGuard, a null handle
   // refused as "<what>: null request".
