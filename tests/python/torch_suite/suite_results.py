@@ -3,6 +3,7 @@
     suite_results.py LOG [LOG ...]        one row of counts per log
     suite_results.py --missing BASE LOG   the tests BASE passed that LOG did not,
                                           with what LOG did instead
+    suite_results.py --list LOG           every test of LOG with its outcome, by name
 Exits 1 when --missing finds any.
 """
 import re
@@ -55,6 +56,10 @@ def main(argv):
         print(f"{len(missing)} of {counts(base)['passed']} tests that passed in {argv[1]} "
               f"did not pass in {argv[2]}")
         return 1 if missing else 0
+    if argv[:1] == ["--list"] and len(argv) == 2:
+        for test, (_, word) in sorted(parse(argv[1]).items()):
+            print(f"{test}: {word}")
+        return 0
     if not argv or argv[0].startswith("-"):
         sys.exit(__doc__)
     status = 0
