@@ -205,8 +205,16 @@ void Transport::ProgressLoop() {
           Clock::time_point::max());
       driver_mu_.unlock();
       NotifyWaiters();
+      lock.lock();
+      continue;
     }
+    // Another thread drives: a waiter that sleeps in poll() on the worker
+    // between events (its passes stop, so the ops look idle), or a long
+    // pass. It completes these ops; check again after `delay`, not at once
+    // (that loop spun on the clock and the locks for as long as the waiter
+    // slept: a core's worth of CPU beside a blocked wait).
     lock.lock();
+    thread_cv_.wait_for(lock, delay);
   }
 }
 
