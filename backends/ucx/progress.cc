@@ -129,8 +129,12 @@ void Transport::DriveUntil(Done done, Clock::time_point until) {
     if (did || last_event == Clock::time_point::min()) last_event = now;
     if (done() || now >= until) return;
     if (now - last_event >= spin) {
+      // Busy-polling starts again only after an event (the next pass's
+      // `did`), not after every wake-up: a sleep that ended without one
+      // (kMaxSleep, a deadline check) went back to polling for
+      // busy_poll_us each time, 1 ms in every 10 ms by default (a tenth of
+      // a core for as long as a peer was late).
       BlockOnWorker(until);
-      last_event = Clock::now();
     } else if (now - last_event >= kYieldAfter) {
       // A long wait usually means the peer needs CPU (a rendezvous copy,
       // or it shares this core): let it run, but keep polling.
