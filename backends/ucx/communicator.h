@@ -30,7 +30,9 @@
 //   - Test(), which makes one pass if nobody else is driving;
 //   - the background progress thread (one per Transport), which drives ops
 //     nobody has waited for within Options::async_progress_delay_us and
-//     hands over as soon as a waiter appears.
+//     hands over as soon as a waiter appears. While another thread holds
+//     the driver lock (a waiter asleep in poll() makes no passes, so its
+//     ops look idle) it checks again every async_progress_delay_us.
 // Because whoever drives advances every communicator of the worker, a
 // thread waiting on a parent op completes child ops too, and vice versa:
 // one rank waiting on a child op while another waits on a parent op cannot

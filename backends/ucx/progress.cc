@@ -91,8 +91,8 @@ bool Transport::DriveOnce(Clock::time_point* now_out) {
   return did;
 }
 
-void Transport::BlockOnWorker(Clock::time_point until) {
-  if (ucp_worker_arm(worker_.get()) != UCS_OK) return;  // events pending
+bool Transport::BlockOnWorker(Clock::time_point until) {
+  if (ucp_worker_arm(worker_.get()) != UCS_OK) return true;  // events pending
   driver_blocked_.store(true);
   // Re-check after announcing: a poster (or a new waiter, for the progress
   // thread to hand over to) that saw driver_blocked_ false has already set
@@ -100,7 +100,7 @@ void Transport::BlockOnWorker(Clock::time_point until) {
   // the arm above or the poll below return at once.
   if (has_incoming_.load() || waiters_.load() > 0 || stopping_.load()) {
     driver_blocked_.store(false);
-    return;
+    return true;
   }
   auto wake = std::min(until, Clock::now() + kMaxSleep);
   for (const Communicator* comm : comms_) wake = std::min(wake, comm->NextDeadline());
@@ -112,9 +112,10 @@ void Transport::BlockOnWorker(Clock::time_point until) {
   for (int r = 0; r < size_; ++r) {
     if (pidfds_[r] >= 0 && dead_[r].empty()) fds.push_back({pidfds_[r], POLLIN, 0});
   }
-  poll(fds.data(), fds.size(), timeout_ms);
+  const int woken = poll(fds.data(), fds.size(), timeout_ms);
   driver_blocked_.store(false);
   if (fds.size() > 1) CheckPeers(/*force=*/true);
+  return woken != 0;
 }
 
 template <typename Done>
@@ -129,8 +130,12 @@ void Transport::DriveUntil(Done done, Clock::time_point until) {
     if (did || last_event == Clock::time_point::min()) last_event = now;
     if (done() || now >= until) return;
     if (now - last_event >= spin) {
-      BlockOnWorker(until);
-      last_event = Clock::now();
+      // Woken by the worker (an event, a post, a waiter), poll again for
+      // busy_poll_us: the answers follow. A sleep that simply ran out
+      // (kMaxSleep, a deadline check) sleeps again unless the pass finds an
+      // event: it went back to polling for busy_poll_us each time, 1 ms in
+      // every 10 ms by default (a tenth of a core while a peer was late).
+      if (BlockOnWorker(until)) last_event = Clock::now();
     } else if (now - last_event >= kYieldAfter) {
       // A long wait usually means the peer needs CPU (a rendezvous copy,
       // or it shares this core): let it run, but keep polling.
@@ -205,8 +210,16 @@ void Transport::ProgressLoop() {
           Clock::time_point::max());
       driver_mu_.unlock();
       NotifyWaiters();
+      lock.lock();
+      continue;
     }
+    // Another thread drives: a waiter that sleeps in poll() on the worker
+    // between events (its passes stop, so the ops look idle), or a long
+    // pass. It completes these ops; check again after `delay`, not at once
+    // (that loop spun on the clock and the locks for as long as the waiter
+    // slept: a core's worth of CPU beside a blocked wait).
     lock.lock();
+    thread_cv_.wait_for(lock, delay);
   }
 }
 

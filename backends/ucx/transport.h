@@ -178,7 +178,9 @@ class Transport {
   // One pass; `now`, when given, receives the time the pass read (one
   // clock read per pass serves the pass and its caller's loop).
   bool DriveOnce(Clock::time_point* now = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
-  void BlockOnWorker(Clock::time_point until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
+  // Sleeps on the worker's event fd until an event, a signal or `until`;
+  // false if the sleep simply ran out (no fd woke it).
+  bool BlockOnWorker(Clock::time_point until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);
   template <typename Done>
   void DriveUntil(Done done, Clock::time_point until)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(driver_mu_);

@@ -1,6 +1,8 @@
 // work.cc: TorchWork and its Completer (see work.h).
 #include "work.h"
 
+#include <pthread.h>
+
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 
@@ -226,6 +228,8 @@ void Completer::Enqueue(c10::intrusive_ptr<TorchWork> work) {
 }
 
 void Completer::Loop() {
+  // Named, so that a profile or /proc/<pid>/task tells it from the backend's.
+  pthread_setname_np(pthread_self(), "sl-completer");
   for (;;) {
     c10::intrusive_ptr<TorchWork> work;
     {

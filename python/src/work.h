@@ -157,6 +157,17 @@ class TorchWork : public c10d::Work {
 // over, on its own thread. Enqueue() may be called from any thread; after
 // Stop(), it completes the Work on the calling thread instead. Stop()
 // joins the thread without the GIL.
+//
+// It waits for a Work's Syncline ops with a blocking Wait(), from the
+// moment the Work is handed over (a DDP bucket: while backward still
+// runs). With UCX it then drives the ops: the copies and reductions a
+// bucket needs run on it (their CPU is the op's, wherever it runs), it
+// busy-polls for busy_poll_us after each event and then sleeps in poll()
+// on the worker. Test() with a sleep between calls would cost no less:
+// each Test makes one pass, and once they come further apart than
+// async_progress_delay_us the backend's progress thread drives with the
+// same busy-poll; it would only add up to a sleep to each Future's end.
+// The thread is named "sl-completer" (/proc/<pid>/task/*/comm, profiles).
 class Completer {
  public:
   Completer();

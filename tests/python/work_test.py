@@ -13,6 +13,8 @@ the Work and of its Future:
   get_future first            the Future completes without wait(); then()
   get_future once ended       the Future is done when get_future() returns
   Futures only, as DDP        the Works dropped; callbacks in posting order
+  an op nobody waits for      while it is in flight (the peer holds back),
+                              the other threads use little CPU
   a callback that waits       a Future's callback wait()s a later Work whose
                               Future is also queued (ran on the Completer's
                               thread, it waited for that very thread)
@@ -29,6 +31,7 @@ the Work and of its Future:
 Prints the number of checks on rank 0.
 """
 import datetime
+import os
 import sys
 import threading
 import time
@@ -154,6 +157,47 @@ for k, value in enumerate(torch.futures.wait_all(futures)):
     check_equal(value, reduced(10 + k), f"Future {k} of 6, its value")
     check_equal(bases[k][:, 0], reduced(10 + k), f"Future {k} of 6, the strided view")
 check(order == list(range(6)), f"callbacks ran in the order {order}, not posting order")
+
+# An op in flight that nobody waits for costs little CPU: rank 0's Future
+# is with the Completer while rank 1 holds its part back for IDLE s (as a
+# DDP bucket posted while the peer's backward still runs). Rank 0's threads
+# other than this sleeping one (the Completer, the backend's) may use at
+# most a tenth of that time, the Completer itself a thirtieth (it waits
+# asleep in poll(), waking every 10 ms). Over ucx, before: the backend's
+# progress thread spun beside the Completer's wait (0.79 s of CPU in 1.0 s
+# at load 13), and the Completer polled for 1 ms after each wake-up (90 ms).
+# Rank 1 waits for the store's word, not by polling it (rank 0 serves the
+# store: its thread would count).
+IDLE = 1.0
+
+
+def completer_cpu():
+    """CPU seconds of this process's thread named sl-completer (python/src/work.cc)."""
+    for task in os.listdir("/proc/self/task"):
+        if open(f"/proc/self/task/{task}/comm").read().strip() == "sl-completer":
+            return int(open(f"/proc/self/task/{task}/schedstat").read().split()[0]) * 1e-9
+    check(False, "no thread named sl-completer")
+
+
+t = torch.full((16384,), float(rank + 1))
+if rank == 1:
+    store.wait(["idle measured"], datetime.timedelta(seconds=LONG))
+f = dist.all_reduce(t, async_op=True).get_future()
+if rank == 0:
+    cpu, own, completer = time.process_time(), time.thread_time(), completer_cpu()
+    time.sleep(IDLE)
+    others = (time.process_time() - cpu) - (time.thread_time() - own)
+    completer = completer_cpu() - completer
+    check(not f.done(), "the Future is not done while rank 1 holds its part back")
+    store.set("idle measured", "1")
+    check(others < IDLE / 10,
+          f"other threads used {others * 1e3:.0f} ms of CPU in {IDLE * 1e3:.0f} ms "
+          "while an op nobody waits for was in flight (bound: a tenth)")
+    check(completer < IDLE / 30,
+          f"the Completer used {completer * 1e3:.0f} ms of CPU in {IDLE * 1e3:.0f} ms "
+          "waiting for an op in flight (bound: a thirtieth)")
+check_equal(f.wait()[0], torch.full((16384,), float(sum(range(1, world + 1)))),
+            "the idle op's Future, once rank 1 posts")
 
 # A Future's callback that waits for a later Work whose Future is queued
 # too. Rank 1 posts only once rank 0's callback is registered, so the
