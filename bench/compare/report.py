@@ -523,6 +523,18 @@ def time_ratio(a, b):
     return text + (" faster" if r["high"] < 1 else " slower" if r["low"] > 1 else " level")
 
 
+def floor_verdict(r, target=1.10):
+    """What torch's DDP floor against the C++ DDP step says of issue 17's
+    DDP target (PyTorch's DDP at most `target` x the C++ one)."""
+    if r is None or r["n"] < 2:
+        return "unknown"
+    if r["low"] > target:
+        return "above %.2f: the DDP target is out of the backend's reach" % target
+    if r["high"] <= target:
+        return "at most %.2f: the DDP target is within the backend's reach" % target
+    return "straddling %.2f: whether the DDP target is within reach is unclear" % target
+
+
 def ddp_rounds_section(found):
     rounds = max(len(v) for v in found.values())
     lines = []
@@ -560,8 +572,9 @@ def ddp_rounds_section(found):
     floor = summaries.get("ddp_torch_floor")
     if floor and "ddp_ucx" in summaries:
         text.append("- PyTorch DDP without communication / Syncline's C++ DDP over UCX: %s "
-                    "(torch's own floor: above 1.10, issue 17's DDP target is out of the "
-                    "backend's reach)" % time_ratio(floor, summaries["ddp_ucx"]))
+                    "(torch's own floor, %s)"
+                    % (time_ratio(floor, summaries["ddp_ucx"]),
+                       floor_verdict(spread.ratio(floor, summaries["ddp_ucx"]))))
     mine, theirs = found.get("ddp_gloo", {}), found.get("ddp_pytorch", {})
     both = sorted(set(mine) & set(theirs))
     if both:

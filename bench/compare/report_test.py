@@ -19,6 +19,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import machine_load  # noqa: E402
+import report  # noqa: E402
 
 K64, M4 = 65536, 4 << 20
 
@@ -307,7 +308,16 @@ class ReportTest(unittest.TestCase):
                       "| 1.70 (1.70-2.00) | n/a | n/a |", text)
         # 1.7/1.6, low 1.7/1.7 = 1, high 2.0/1.5: level.
         self.assertIn("without communication / Syncline's C++ DDP over UCX: "
-                      "1.06 (1.00-1.33) level", text)
+                      "1.06 (1.00-1.33) level (torch's own floor, straddling 1.10: whether "
+                      "the DDP target is within reach is unclear)", text)
+
+    def test_floor_verdict_follows_the_interval(self):
+        def r(low, high):
+            return {"ratio": (low + high) / 2, "low": low, "high": high, "n": 3}
+        self.assertIn("out of the backend's reach", report.floor_verdict(r(1.11, 1.3)))
+        self.assertIn("within the backend's reach", report.floor_verdict(r(0.9, 1.10)))
+        self.assertIn("unclear", report.floor_verdict(r(0.95, 1.13)))
+        self.assertEqual(report.floor_verdict(dict(r(1.2, 1.3), n=1)), "unknown")
 
     def backends(self, tables):
         """A backends folder with a bench_systems.txt per {name: text}."""
