@@ -3,6 +3,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <utility>
@@ -85,8 +86,9 @@ sl_result_t CheckIn(const sl_comm_config_t& config, sl_error_t* err) {
   return SL_OK;
 }
 
-// The backend options ("key=value;...", null or empty: defaults): only
-// allreduce_small_max=BYTES (work.h). False with the reason otherwise.
+// The backend options ("key=value;...", null or empty: defaults):
+// allreduce_small_max=BYTES and allgather_small_max=BYTES (work.h). False
+// with the reason otherwise.
 bool ParseOptions(const char* text, CommState* state, std::string* why) {
   const std::string options = text == nullptr ? "" : text;
   size_t at = 0;
@@ -96,19 +98,24 @@ bool ParseOptions(const char* text, CommState* state, std::string* why) {
     const std::string item = options.substr(at, end - at);
     at = end + 1;
     if (item.find_first_not_of(' ') == std::string::npos) continue;
-    const std::string key = "allreduce_small_max=";
-    const char* value = item.c_str() + key.size();
-    char* rest = nullptr;
-    const unsigned long long bytes =
-        item.compare(0, key.size(), key) == 0 && *value >= '0' && *value <= '9'
-            ? std::strtoull(value, &rest, 10)
-            : 0;
-    if (rest == nullptr || *rest != '\0') {
-      *why =
-          "option '" + item + "': the mpi backend knows allreduce_small_max=BYTES only";
+    bool parsed = false;
+    for (auto [key, field] : {std::pair{"allreduce_small_max=", &state->allreduce_small_max},
+                              std::pair{"allgather_small_max=", &state->allgather_small_max}}) {
+      const size_t n = std::strlen(key);
+      const char* value = item.c_str() + n;
+      if (item.compare(0, n, key) != 0 || *value < '0' || *value > '9') continue;
+      char* rest = nullptr;
+      const unsigned long long bytes = std::strtoull(value, &rest, 10);
+      if (*rest != '\0') break;
+      *field = bytes;
+      parsed = true;
+    }
+    if (!parsed) {
+      *why = "option '" + item +
+             "': the mpi backend knows allreduce_small_max=BYTES and "
+             "allgather_small_max=BYTES only";
       return false;
     }
-    state->allreduce_small_max = bytes;
   }
   return true;
 }
@@ -339,7 +346,9 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
       timed, state_, IsCollective(op.kind) ? state_->last_collective : none);
   int rc;
   if (Request::IsSmallAllreduce(op, *state_)) {
-    rc = posted->StartSmallAllreduce(state_->small_allreduces++);
+    rc = posted->StartSmallAllreduce(state_->algo_ops++);
+  } else if (Request::IsSmallAllgather(op, *state_)) {
+    rc = posted->StartSmallAllgather(state_->algo_ops++);
   } else {
     MPI_Request started = MPI_REQUEST_NULL;
     rc = Start(*posted, &started);
@@ -417,6 +426,7 @@ sl_result_t Communicator::Split(int32_t color, int32_t key, const sl_store_t* st
   state->comm = made;
   state->algo_comm = algo;
   state->allreduce_small_max = state_->allreduce_small_max;
+  state->allgather_small_max = state_->allgather_small_max;
   state->comm_id = id;
   state->store = store;
   {

@@ -130,12 +130,21 @@ bool Request::IsSmallAllreduce(const sl_op_t& op, const CommState& comm) {
          op.recv.count * sl_dtype_size(op.recv.dtype) <= comm.allreduce_small_max;
 }
 
-int Request::StartSmallAllreduce(uint64_t number) {
-  // 32 tags per op (a step each; 2^31 ranks at most), wrapping below
-  // MPI_TAG_UB: ops that far apart are never in flight together.
+namespace {
+
+// The first tag of the backend's own op number `number`: 32 tags per op (a
+// step each; 2^31 ranks at most), wrapping below MPI_TAG_UB: ops that far
+// apart are never in flight together.
+int TagBase(uint64_t number) {
   constexpr int kTagsPerOp = 32;
   constexpr uint64_t kOps = 32767 / kTagsPerOp;  // the least MPI_TAG_UB there is
-  tag_base_ = static_cast<int>(number % kOps) * kTagsPerOp;
+  return static_cast<int>(number % kOps) * kTagsPerOp;
+}
+
+}  // namespace
+
+int Request::StartSmallAllreduce(uint64_t number) {
+  tag_base_ = TagBase(number);
   const size_t bytes = op_.recv.count * sl_dtype_size(op_.recv.dtype);
   // The partial result lives in the receive buffer from the start.
   if (op_.send.data != op_.recv.data && bytes > 0) {
@@ -153,6 +162,44 @@ int Request::StartSmallAllreduce(uint64_t number) {
   return PostStep();
 }
 
+bool Request::IsSmallAllgather(const sl_op_t& op, const CommState& comm) {
+  return op.kind == SL_OP_ALLGATHER && comm.size >= 2 &&
+         op.recv.count * sl_dtype_size(op.recv.dtype) <= comm.allgather_small_max;
+}
+
+int Request::StartSmallAllgather(uint64_t number) {
+  tag_base_ = TagBase(number);
+  const size_t block = op_.send.count * sl_dtype_size(op_.send.dtype);
+  unsigned char* own = static_cast<unsigned char*>(op_.recv.data) + comm_->rank * block;
+  // In place: the own block is already where it belongs. Otherwise it is
+  // sent from the input (or a copy of it, SendData) and copied in.
+  own_block_ = op_.send.data == own ? own : SendData();
+  std::lock_guard<std::mutex> lock(mu_);
+  step_ = 0;
+  num_requests_ = 2;
+  const int rc = PostAllgatherStep();
+  if (own_block_ != own && block > 0) std::memcpy(own, own_block_, block);
+  return rc;
+}
+
+int Request::PostAllgatherStep() const {
+  const int size = comm_->size;
+  const int rank = comm_->rank;
+  const int count = static_cast<int>(op_.send.count);
+  const MPI_Datatype type = MpiType(op_.send.dtype);
+  const size_t block = op_.send.count * sl_dtype_size(op_.send.dtype);
+  auto* recv = static_cast<unsigned char*>(op_.recv.data);
+  const int from = ((rank - step_ - 1) % size + size) % size;
+  const int sent = ((rank - step_) % size + size) % size;
+  const void* send = step_ == 0 ? own_block_ : recv + sent * block;
+  MpiLock mpi;
+  int rc = MPI_Irecv(recv + from * block, count, type, (rank + size - 1) % size, tag_base_,
+                     comm_->algo_comm, &requests_[0]);
+  if (rc != MPI_SUCCESS) return rc;
+  return MPI_Isend(send, count, type, (rank + 1) % size, tag_base_, comm_->algo_comm,
+                   &requests_[1]);
+}
+
 int Request::PostStep() const {
   const int partner = comm_->rank ^ (1 << step_);
   const int count = static_cast<int>(op_.recv.count);
@@ -166,6 +213,12 @@ int Request::PostStep() const {
 }
 
 bool Request::StepDone(int* rc) const {
+  if (op_.kind == SL_OP_ALLGATHER) {
+    ++step_;
+    if (step_ >= comm_->size - 1) return true;
+    *rc = PostAllgatherStep();
+    return *rc != MPI_SUCCESS;
+  }
   {
     MpiLock mpi;
     *rc =

@@ -21,6 +21,11 @@
 // every rank since every rank posts the same collectives in the same
 // order), so two in flight never take each other's messages, whichever
 // thread advances which first.
+// Allgathers up to allgather_small_max bytes received (4 MiB unless the
+// backend option says otherwise) on 2 or more ranks skip MPI_Iallgather
+// too: libnbc's against coll/tuned's blocking one cost 2-4x from 64 KiB up
+// here (README.md). They run a ring over the same MPI_Irecv/MPI_Isend pair
+// per step (PostAllgatherStep), one tag per op from the same count.
 // Whoever sees the op's deadline pass reports SL_ERR_TIMEOUT and aborts the
 // communicator (MPI cannot cancel a collective; README.md); a receive is
 // cancelled instead (MPI_Cancel), and its communicator stays usable.
@@ -61,6 +66,12 @@ using Clock = std::chrono::steady_clock;
 // default; the backend option allreduce_small_max=BYTES sets it (0: never).
 constexpr size_t kSmallAllreduceBytes = 2048;
 
+// The largest allgather (bytes received, all blocks) that runs as the
+// backend's own ring rather than MPI_Iallgather (README.md, "Allgathers
+// without libnbc"), by default; the backend option allgather_small_max=BYTES
+// sets it (0: never).
+constexpr size_t kSmallAllgatherBytes = size_t{4} << 20;
+
 // What a communicator shares with its ops: the MPI communicator, who we are,
 // and whether it was aborted (and why).
 struct CommState {
@@ -70,14 +81,17 @@ struct CommState {
   uint64_t comm_id = 0;
   // The largest allreduce run as the small allreduce (Request), in bytes.
   size_t allreduce_small_max = kSmallAllreduceBytes;
+  // The largest allgather run as the backend's own ring (Request), in bytes.
+  size_t allgather_small_max = kSmallAllgatherBytes;
 
   // The point-to-point traffic of the backend's own algorithms (the small
   // allreduce), apart from the user's sends and MPI's collectives.
   MPI_Comm algo_comm = MPI_COMM_NULL;
 
   std::mutex mu;
-  // Small allreduces posted so far: the next one's tags (Request).
-  uint64_t small_allreduces ABSL_GUARDED_BY(mu) = 0;
+  // Small allreduces and allgathers posted so far (the backend's own
+  // algorithms): the next one's tags (Request).
+  uint64_t algo_ops ABSL_GUARDED_BY(mu) = 0;
   // Set once; later posts fail with abort_message.
   std::atomic<bool> aborted{false};
   std::string abort_message ABSL_GUARDED_BY(mu);
@@ -139,6 +153,13 @@ class Request {
   // Starts the small allreduce (its first step); `number` is its place among
   // the communicator's small allreduces. MPI's return code.
   int StartSmallAllreduce(uint64_t number);
+  // True when `op` on `comm` runs as the backend's own allgather: a ring
+  // over MPI_Isend/MPI_Irecv on algo_comm (on 2 ranks one exchange of the
+  // own block, sent straight from the input).
+  static bool IsSmallAllgather(const sl_op_t& op, const CommState& comm);
+  // Starts it (its first step); `number` as for StartSmallAllreduce (the
+  // same count: the two kinds share the tag ranges). MPI's return code.
+  int StartSmallAllgather(uint64_t number);
 
   bool Complete(sl_result_t code, std::string message) {
     return outcome_.Complete(code, std::move(message));
@@ -159,6 +180,11 @@ class Request {
   // The small allreduce's step `step_`: receive the partner's partial
   // result into scratch_, send ours.
   int PostStep() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The own allgather's ring step `step_`: receive block rank-step-1 from
+  // the left neighbour, send block rank-step (the input at step 0) to the
+  // right one. One tag for every step: messages between two ranks on one
+  // communicator and tag arrive in the order they were sent.
+  int PostAllgatherStep() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Called with mu_ held once MPI finished the step: reduces the partner's
   // part in, starts the next step; true when there is none (the op is done).
   bool StepDone(int* rc) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -181,7 +207,8 @@ class Request {
   mutable MPI_Request requests_[2] ABSL_GUARDED_BY(mu_) = {MPI_REQUEST_NULL,
                                                            MPI_REQUEST_NULL};
   mutable int num_requests_ ABSL_GUARDED_BY(mu_) = 1;
-  // The small allreduce: its step, first tag, and the partner's part.
+  // The small allreduce or allgather: its step, first tag, and (allreduce)
+  // the partner's part; (allgather) where the own block is sent from.
   mutable int step_ ABSL_GUARDED_BY(mu_) = -1;
   int tag_base_ = 0;
   // The partner's part lands in scratch_: inline_scratch_ up to
@@ -197,6 +224,7 @@ class Request {
   mutable Clock::time_point next_peer_check_ ABSL_GUARDED_BY(mu_);
   mutable Clock::time_point peer_gone_since_ ABSL_GUARDED_BY(mu_);
   std::vector<unsigned char> send_copy_;
+  const void* own_block_ = nullptr;
 };
 
 }  // namespace syncline::mpi_backend

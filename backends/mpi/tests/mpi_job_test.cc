@@ -172,6 +172,23 @@ TEST(MpiJob, KilledRankTakesTheJobDownInTime) {
   }
 }
 
+// Waits for `works` on two threads, the even ops on this one and the odd
+// ones on another, each from the last back (`backwards`) or from the first
+// on; each must succeed.
+void WaitOnTwoThreads(std::vector<std::unique_ptr<Work>>& works, bool backwards) {
+  const int half = static_cast<int>(works.size()) / 2;
+  auto wait = [&](int parity) {
+    for (int i = 0; i < half; ++i) {
+      const int op = 2 * (backwards ? half - 1 - i : i) + parity;
+      const absl::Status status = works[op]->Wait(absl::Seconds(60));
+      EXPECT_TRUE(status.ok()) << status;
+    }
+  };
+  std::thread odd(wait, 1);
+  wait(0);
+  odd.join();
+}
+
 // 48 allreduces posted at once, small ones (up to kSmallAllreduceBytes, 2
 // KiB: recursive doubling over MPI_Isend/MPI_Irecv) and larger ones
 // (MPI_Iallreduce) mixed, then waited on, the odd ones by a second thread,
@@ -203,17 +220,7 @@ void AllreducesInFlightTogether(int world) {
     // Ranks 0 and 1 wait from the last op back, ranks 2 and 3 from the
     // first on: the second step's partners (rank ^ 2) take their ops up in
     // opposite orders.
-    const bool backwards = (rank & 2) == 0;
-    auto wait = [&](int parity) {
-      for (int i = 0; i < kOps / 2; ++i) {
-        const int op = 2 * (backwards ? kOps / 2 - 1 - i : i) + parity;
-        const absl::Status status = works[op]->Wait(absl::Seconds(60));
-        EXPECT_TRUE(status.ok()) << status;
-      }
-    };
-    std::thread odd(wait, 1);
-    wait(0);
-    odd.join();
+    WaitOnTwoThreads(works, /*backwards=*/(rank & 2) == 0);
     for (int op = 0; op < kOps; ++op) {
       size_t wrong = 0;
       for (size_t i = 0; i < data[op].size(); ++i) {
@@ -236,6 +243,79 @@ TEST(MpiJob, SmallAllreducesInFlightTogetherKeepTheirOwnDataOn2Ranks) {
 
 TEST(MpiJob, SmallAllreducesInFlightTogetherKeepTheirOwnDataOn4Ranks) {
   AllreducesInFlightTogether(4);
+}
+
+// Allgathers in flight together, among small allreduces, keep their own
+// data: the backend's own allgather (a ring over MPI_Isend/MPI_Irecv on the
+// same MPI communicator as the small allreduce, one tag per op from the
+// count the two kinds share) with 64 ops posted before any wait, some in
+// place (the input is the rank's own block of the output), of sizes across
+// allgather_small_max (4 bytes to over 4 MiB received: both paths), waited for in
+// opposite orders on neighbouring ranks. Checked against the blocks computed
+// here from every rank's known input, and the allreduces against their sums.
+void AllgathersInFlightTogether(int world) {
+  auto results = RunRanks(world, [](int rank, int size) {
+    auto comm = Connect();
+    ASSERT_NE(comm, nullptr);
+    constexpr int kOps = 64;
+    // Floats per rank; (1 << 19) + 1 is over 4 MiB received (libnbc's path
+    // by default), 1 << 18 at most 4 MiB (the backend's own).
+    const size_t counts[] = {1, 7, 256, 4097, 16384, (1 << 19) + 1, 3, 1 << 18};
+    auto input = [](int r, int op, size_t i) {
+      return static_cast<float>((r + 1) * 7 + op * 3 + static_cast<int>(i % 13));
+    };
+    std::vector<std::vector<float>> send(kOps), recv(kOps);
+    std::vector<std::unique_ptr<Work>> works(kOps);
+    for (int op = 0; op < kOps; ++op) {
+      const size_t n = op % 5 == 4 ? 5 : counts[op % 8];
+      recv[op].assign(n * size, -1.0f);
+      absl::StatusOr<std::unique_ptr<Work>> work;
+      if (op % 5 == 4) {  // a small allreduce between them: the tags' count
+        for (size_t i = 0; i < n; ++i) recv[op][i] = input(rank, op, i);
+        work = comm->Allreduce(View(recv[op].data(), n));
+      } else if (op % 3 == 0) {  // in place
+        for (size_t i = 0; i < n; ++i) recv[op][rank * n + i] = input(rank, op, i);
+        work = comm->Allgather(View(recv[op].data() + rank * n, n), View(recv[op]));
+      } else {
+        send[op].resize(n);
+        for (size_t i = 0; i < n; ++i) send[op][i] = input(rank, op, i);
+        work = comm->Allgather(View(send[op]), View(recv[op]));
+      }
+      ASSERT_TRUE(work.ok()) << work.status();
+      works[op] = std::move(work).value();
+    }
+    WaitOnTwoThreads(works, /*backwards=*/rank % 2 == 0);
+    for (int op = 0; op < kOps; ++op) {
+      size_t wrong = 0;
+      if (op % 5 == 4) {
+        for (size_t i = 0; i < 5; ++i) {
+          float want = 0.0f;
+          for (int r = 0; r < size; ++r) want += input(r, op, i);
+          wrong += recv[op][i] != want;
+        }
+      } else {
+        const size_t n = recv[op].size() / size;
+        for (size_t i = 0; i < recv[op].size(); ++i) {
+          wrong += recv[op][i] != input(static_cast<int>(i / n), op, i % n);
+        }
+      }
+      EXPECT_EQ(wrong, 0u) << "op " << op << " (" << recv[op].size() << " floats) on rank "
+                           << rank << " of " << size;
+    }
+  });
+  ExpectAllSucceeded(results);
+}
+
+TEST(MpiJob, AllgathersInFlightTogetherKeepTheirOwnDataOn2Ranks) {
+  AllgathersInFlightTogether(2);
+}
+
+TEST(MpiJob, AllgathersInFlightTogetherKeepTheirOwnDataOn3Ranks) {
+  AllgathersInFlightTogether(3);
+}
+
+TEST(MpiJob, AllgathersInFlightTogetherKeepTheirOwnDataOn4Ranks) {
+  AllgathersInFlightTogether(4);
 }
 
 // Heap allocations per 8-byte allreduce on the calling thread, from
@@ -331,8 +411,13 @@ TEST(MpiJob, AKnownOptionFromTheEnvironmentIsTaken) {
         std::vector<float> data(5, static_cast<float>(rank + 1));
         ASSERT_TRUE(Allreduce(*comm, data, absl::Seconds(30)).ok());
         EXPECT_EQ(data, std::vector<float>(5, 3.0f));
+        std::vector<float> mine(3, static_cast<float>(rank + 1)), all(6, 0.0f);
+        auto gather = comm->Allgather(View(mine), View(all));
+        ASSERT_TRUE(gather.ok()) << gather.status();
+        ASSERT_TRUE((*gather)->Wait(absl::Seconds(30)).ok());
+        EXPECT_EQ(all, std::vector<float>({1, 1, 1, 2, 2, 2}));
       },
-      WithMpiOptions("allreduce_small_max=0"));
+      WithMpiOptions("allreduce_small_max=0;allgather_small_max=0"));
   ExpectAllSucceeded(taken);
 }
 
