@@ -39,37 +39,35 @@ void* OpenAny(std::initializer_list<const char*> names, std::string* error) {
 // itself, in its table's version string, or named by the loader as the
 // missing dependency when it does not load (ProbeBackends), so a new
 // backend needs no probe here.
-std::vector<LibraryProbe> ProbeLibraries() {
-  std::vector<LibraryProbe> out;
+LibraryProbe ProbeCudaRuntime() {
+  LibraryProbe p;
+  p.name = "CUDA runtime";
   std::string err;
-  {
-    LibraryProbe p;
-    p.name = "CUDA runtime";
-    void* h = OpenAny({"libcudart.so", "libcudart.so.13", "libcudart.so.12",
-                       "/usr/local/cuda/lib64/libcudart.so"}, &err);
-    auto ver = h ? reinterpret_cast<int (*)(int*)>(::dlsym(h, "cudaRuntimeGetVersion")) : nullptr;
-    auto count = h ? reinterpret_cast<int (*)(int*)>(::dlsym(h, "cudaGetDeviceCount")) : nullptr;
-    int v = 0, devices = 0;
-    p.found = ver != nullptr && ver(&v) == 0;
-    if (p.found) {
-      int rc = count ? count(&devices) : -1;
-      p.version = absl::StrCat(v / 1000, ".", (v % 1000) / 10, ", GPUs visible: ",
-                               rc == 0 ? absl::StrCat(devices)
-                                       : absl::StrCat("none (cudaGetDeviceCount error ", rc, ")"));
-    } else {
-      p.version = err;
-    }
-    out.push_back(p);
+  void* h = OpenAny({"libcudart.so", "libcudart.so.13", "libcudart.so.12",
+                     "/usr/local/cuda/lib64/libcudart.so"}, &err);
+  auto ver = h ? reinterpret_cast<int (*)(int*)>(::dlsym(h, "cudaRuntimeGetVersion")) : nullptr;
+  auto count = h ? reinterpret_cast<int (*)(int*)>(::dlsym(h, "cudaGetDeviceCount")) : nullptr;
+  int v = 0, devices = 0;
+  p.found = ver != nullptr && ver(&v) == 0;
+  if (p.found) {
+    int rc = count ? count(&devices) : -1;
+    p.version = absl::StrCat(v / 1000, ".", (v % 1000) / 10, ", GPUs visible: ",
+                             rc == 0 ? absl::StrCat(devices)
+                                     : absl::StrCat("none (cudaGetDeviceCount error ", rc, ")"));
+  } else {
+    p.version = err;
   }
-  {
-    LibraryProbe p;
-    p.name = "libtorch";
-    void* h = OpenAny({"libtorch_cpu.so", "libtorch.so"}, &err);
-    p.found = h != nullptr;
-    p.version = p.found ? "libtorch_cpu.so loads" : err;
-    out.push_back(p);
-  }
-  return out;
+  return p;
+}
+
+LibraryProbe ProbeLibtorch() {
+  LibraryProbe p;
+  p.name = "libtorch";
+  std::string err;
+  void* h = OpenAny({"libtorch_cpu.so", "libtorch.so"}, &err);
+  p.found = h != nullptr;
+  p.version = p.found ? "libtorch_cpu.so loads" : err;
+  return p;
 }
 
 std::vector<Interface> ProbeInterfaces() {

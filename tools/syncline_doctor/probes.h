@@ -10,13 +10,15 @@ namespace syncline::doctor {
 
 // A library found (or not) by dlopen, and the version it reports: those no
 // backend stands for (the CUDA runtime, libtorch); backends report their
-// transport's version themselves (syncline/diagnostics.h).
+// transport's version themselves (syncline/diagnostics.h). Each loads the
+// library into this process: the doctor calls them through RunIsolated.
 struct LibraryProbe {
   std::string name;     // "CUDA runtime"
   bool found = false;
   std::string version;  // or why it was not found
 };
-std::vector<LibraryProbe> ProbeLibraries();
+LibraryProbe ProbeCudaRuntime();
+LibraryProbe ProbeLibtorch();
 
 struct Interface {
   std::string name;

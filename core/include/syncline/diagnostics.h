@@ -26,8 +26,19 @@ struct BackendProbe {
 };
 
 // Tries to load every backend found on the search path plus the known names
-// (gloo, ucx, nccl), and says for each why it is or is not usable.
+// (gloo, ucx, nccl), and says for each why it is or is not usable: the probes
+// of BackendNames(), in that order.
 std::vector<BackendProbe> ProbeBackends();
+
+// The names ProbeBackends() tries: the tree's backends, whether or not they
+// are installed, and any other plugin found on the search path, sorted.
+std::vector<std::string> BackendNames();
+
+// Loads one backend (it stays loaded: its library's constructors run in this
+// process) and says why it is or is not usable. A tool that must not hang on
+// a library that hangs while loading calls it in a child process, as
+// syncline-doctor does.
+BackendProbe ProbeBackend(const std::string& name);
 
 // The plugin search path, in order.
 std::vector<std::string> PluginSearchPaths();
