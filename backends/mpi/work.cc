@@ -200,6 +200,52 @@ int Request::PostAllgatherStep() const {
                    &requests_[1]);
 }
 
+bool Request::IsOwnBroadcast(const sl_op_t& op, const CommState& comm) {
+  const size_t bytes = op.recv.count * sl_dtype_size(op.recv.dtype);
+  return op.kind == SL_OP_BROADCAST && comm.size >= 2 && bytes <= comm.broadcast_own_max &&
+         (comm.size == 2 || bytes <= kBroadcastTreeMax);
+}
+
+int Request::StartOwnBroadcast(uint64_t number) {
+  tag_base_ = TagBase(number);
+  const int size = comm_->size;
+  const int v = (comm_->rank - op_.root + size) % size;
+  int child = 1;  // the root's farthest child: the largest power of two below size
+  while (child * 2 < size) child *= 2;
+  std::lock_guard<std::mutex> lock(mu_);
+  next_child_ = v == 0 ? child : (v & -v) / 2;
+  step_ = 0;
+  num_requests_ = 2;
+  return PostBroadcastStep();
+}
+
+int Request::PostBroadcastStep() const {
+  const int size = comm_->size;
+  const int root = op_.root;
+  const int v = (comm_->rank - root + size) % size;
+  const MPI_Datatype type = MpiType(op_.recv.dtype);
+  auto* data = static_cast<unsigned char*>(op_.recv.data);
+  const MPI_Comm comm = comm_->algo_comm;
+  requests_[0] = requests_[1] = MPI_REQUEST_NULL;
+  MpiLock mpi;
+  const int count = static_cast<int>(op_.recv.count);
+  if (step_ == 0 && v > 0) {  // from the parent first
+    const int parent = (v - (v & -v) + root) % size;
+    return MPI_Irecv(data, count, type, parent, tag_base_, comm, &requests_[0]);
+  }
+  for (MPI_Request& request : requests_) {
+    while (next_child_ > 0 && v + next_child_ >= size) next_child_ /= 2;
+    if (next_child_ == 0) break;
+    const int child = (v + next_child_ + root) % size;
+    next_child_ /= 2;
+    if (int rc = MPI_Isend(data, count, type, child, tag_base_, comm, &request);
+        rc != MPI_SUCCESS) {
+      return rc;
+    }
+  }
+  return MPI_SUCCESS;
+}
+
 int Request::PostStep() const {
   const int partner = comm_->rank ^ (1 << step_);
   const int count = static_cast<int>(op_.recv.count);
@@ -213,6 +259,13 @@ int Request::PostStep() const {
 }
 
 bool Request::StepDone(int* rc) const {
+  if (op_.kind == SL_OP_BROADCAST) {
+    ++step_;
+    *rc = PostBroadcastStep();
+    // Nothing posted: this rank's part is over.
+    return *rc != MPI_SUCCESS ||
+           (requests_[0] == MPI_REQUEST_NULL && requests_[1] == MPI_REQUEST_NULL);
+  }
   if (op_.kind == SL_OP_ALLGATHER) {
     ++step_;
     if (step_ >= comm_->size - 1) return true;

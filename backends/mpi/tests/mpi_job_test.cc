@@ -13,6 +13,8 @@
 //     flight together, advanced by two threads in an order of their own on
 //     each rank, each end with their own data, as do larger ones (libnbc)
 //     among them;
+//   - so do allgathers and broadcasts (the backend's own, too) in flight
+//     together, every root in turn;
 //   - the 8-byte allreduce's path makes one heap allocation per op on the
 //     calling thread (its Request), counted (common/hot_path.h);
 //   - device memory and tags above MPI_TAG_UB are refused with a message;
@@ -318,6 +320,76 @@ TEST(MpiJob, AllgathersInFlightTogetherKeepTheirOwnDataOn4Ranks) {
   AllgathersInFlightTogether(4);
 }
 
+// Broadcasts in flight together keep their own data: the backend's own
+// broadcast (one message on 2 ranks, a binomial tree on more, over
+// MPI_Isend/MPI_Irecv on the same MPI communicator as the small allreduce
+// and the allgather, one tag per op from the count they share) with 60 ops
+// posted before any wait, from every root in turn, of odd counts on both
+// sides of the tree's 16 KiB limit on 3 and 4 ranks (1 to 2^19 + 3
+// floats: MPI_Ibcast among them there), small allreduces among them,
+// waited for in opposite orders on neighbouring ranks. Non-roots start
+// from values of their own; every element is checked against the root's
+// known input.
+void BroadcastsInFlightTogether(int world) {
+  auto results = RunRanks(world, [](int rank, int size) {
+    auto comm = Connect();
+    ASSERT_NE(comm, nullptr);
+    constexpr int kOps = 60;
+    const size_t counts[] = {1, 7, 1001, 4095, 4096, 4097, (1 << 19) + 3};
+    auto input = [](int r, int op, size_t i) {
+      return static_cast<float>((r + 1) * 11 + op * 3 + static_cast<int>(i % 17));
+    };
+    std::vector<std::vector<float>> data(kOps);
+    std::vector<int> roots(kOps);
+    std::vector<std::unique_ptr<Work>> works(kOps);
+    for (int op = 0; op < kOps; ++op) {
+      absl::StatusOr<std::unique_ptr<Work>> work;
+      if (op % 5 == 4) {  // a small allreduce between them: the tags' count
+        data[op].resize(3);
+        for (size_t i = 0; i < 3; ++i) data[op][i] = input(rank, op, i);
+        work = comm->Allreduce(View(data[op]));
+      } else {
+        roots[op] = (op / 5 + op) % size;
+        data[op].resize(counts[op % 7]);
+        for (size_t i = 0; i < data[op].size(); ++i) data[op][i] = input(rank, op, i);
+        BroadcastOptions options;
+        options.root = roots[op];
+        work = comm->Broadcast(View(data[op]), options);
+      }
+      ASSERT_TRUE(work.ok()) << work.status();
+      works[op] = std::move(work).value();
+    }
+    WaitOnTwoThreads(works, /*backwards=*/rank % 2 == 0);
+    for (int op = 0; op < kOps; ++op) {
+      size_t wrong = 0;
+      for (size_t i = 0; i < data[op].size(); ++i) {
+        float want = 0.0f;
+        if (op % 5 == 4) {
+          for (int r = 0; r < size; ++r) want += input(r, op, i);
+        } else {
+          want = input(roots[op], op, i);
+        }
+        wrong += data[op][i] != want;
+      }
+      EXPECT_EQ(wrong, 0u) << "op " << op << " (" << data[op].size() << " floats, root "
+                           << roots[op] << ") on rank " << rank << " of " << size;
+    }
+  });
+  ExpectAllSucceeded(results);
+}
+
+TEST(MpiJob, BroadcastsInFlightTogetherKeepTheirOwnDataOn2Ranks) {
+  BroadcastsInFlightTogether(2);
+}
+
+TEST(MpiJob, BroadcastsInFlightTogetherKeepTheirOwnDataOn3Ranks) {
+  BroadcastsInFlightTogether(3);
+}
+
+TEST(MpiJob, BroadcastsInFlightTogetherKeepTheirOwnDataOn4Ranks) {
+  BroadcastsInFlightTogether(4);
+}
+
 // Heap allocations per 8-byte allreduce on the calling thread, from
 // Communicator::Allreduce to the Work's end (issue 16: at most 1 us over raw
 // MPI; an allocation cost ~20 ns on such a path). Left: the backend's
@@ -416,8 +488,15 @@ TEST(MpiJob, AKnownOptionFromTheEnvironmentIsTaken) {
         ASSERT_TRUE(gather.ok()) << gather.status();
         ASSERT_TRUE((*gather)->Wait(absl::Seconds(30)).ok());
         EXPECT_EQ(all, std::vector<float>({1, 1, 1, 2, 2, 2}));
+        std::vector<float> from_one(1001, static_cast<float>(rank + 7));
+        BroadcastOptions options;
+        options.root = 1;
+        auto broadcast = comm->Broadcast(View(from_one), options);
+        ASSERT_TRUE(broadcast.ok()) << broadcast.status();
+        ASSERT_TRUE((*broadcast)->Wait(absl::Seconds(30)).ok());
+        EXPECT_EQ(from_one, std::vector<float>(1001, 8.0f));
       },
-      WithMpiOptions("allreduce_small_max=0;allgather_small_max=0"));
+      WithMpiOptions("allreduce_small_max=0;allgather_small_max=0;broadcast_own_max=0"));
   ExpectAllSucceeded(taken);
 }
 
