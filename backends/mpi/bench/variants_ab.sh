@@ -9,7 +9,8 @@
 # the launches rotates each round, so a change in the machine's load falls
 # on all alike. Prints the load average before each round, then per size the
 # median (min-max) time of each system over the rounds and its median
-# busbw's ratio to mpi-shm's.
+# busbw's ratio to mpi-shm's; with two bin dirs, also the second build's
+# time over the first's, paired round by round.
 #
 # Usage: backends/mpi/bench/variants_ab.sh OP ROUNDS MIN MAX NP BINS VARIANT...
 #   OP        allreduce, allgather, broadcast or reduce_scatter
@@ -18,6 +19,8 @@
 #             lib/ side by side); the first also runs mpi-shm
 #   VARIANT   LABEL:"k=v;..." as syncline-bench-collectives' --variant
 #   REPS (default 5): repetitions per launch, their median the sample.
+#   NB=1: also a raw `mpi-shm-nb` launch each round (MPI's non-blocking
+#   call and MPI_Wait: the call this backend makes, or made, for the op).
 # Example: variants_ab.sh broadcast 5 64K 64M 2 build/bin \
 #            libnbc:broadcast_own_max=0 own:
 set -euo pipefail
@@ -40,7 +43,10 @@ free_port() {
 }
 launch() {  # index round
   local i=$1 r=$2
-  if ((i == 0)); then
+  if ((i == n - 1)) && [ "${NB:-0}" = 1 ]; then
+    "${MPIRUN[@]}" "${BIN_DIRS[0]}/syncline-bench-mpi" --system=mpi-shm-nb --nonblocking \
+      "${SIZE[@]}" --json="$OUT/r$r-nb.json" > "$OUT/r$r-nb.log" 2>&1
+  elif ((i == 0)); then
     "${MPIRUN[@]}" "${BIN_DIRS[0]}/syncline-bench-mpi" --system=mpi-shm "${SIZE[@]}" \
       --json="$OUT/r$r-raw.json" > "$OUT/r$r-raw.log" 2>&1
   else
@@ -51,6 +57,7 @@ launch() {  # index round
   fi || { echo "variants_ab: launch $i of round $r failed:" >&2; tail -5 "$OUT/r$r-"*.log >&2; exit 1; }
 }
 n=$((${#BIN_DIRS[@]} + 1))
+[ "${NB:-0}" != 1 ] || n=$((n + 1))
 for ((r = 0; r < ROUNDS; r++)); do
   echo "# round $r, load $(cut -d' ' -f1-3 /proc/loadavg)"
   for ((k = 0; k < n; k++)); do launch $(((k + r) % n)) "$r"; done
@@ -79,4 +86,11 @@ for nbytes in sorted({b for _, b in times}):
             per_round = sorted(r / x for r, x in zip(raw, xs))
             line += f" (rounds {per_round[0]:.2f}-{per_round[-1]:.2f})"
         print(line)
+    if len(bins) == 2:  # two builds: the second's time over the first's, round by round
+        for (system, b), xs in sorted(times.items()):
+            other = (system.replace("[" + bins[0] + "]", "[" + bins[1] + "]"), b)
+            if b == nbytes and system.endswith("[" + bins[0] + "]") and other in times:
+                ratios = sorted(y / x for x, y in zip(xs, times[other]))
+                print(f"  {bins[1]} / {bins[0]} time, per round: median "
+                      f"{statistics.median(ratios):.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})")
 PY
