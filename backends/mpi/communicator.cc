@@ -87,8 +87,8 @@ sl_result_t CheckIn(const sl_comm_config_t& config, sl_error_t* err) {
 }
 
 // The backend options ("key=value;...", null or empty: defaults):
-// allreduce_small_max=BYTES, allgather_small_max=BYTES and
-// broadcast_own_max=BYTES (work.h). False
+// allreduce_small_max=BYTES, allgather_small_max=BYTES,
+// reduce_scatter_own_max=BYTES and broadcast_own_max=BYTES (work.h). False
 // with the reason otherwise.
 bool ParseOptions(const char* text, CommState* state, std::string* why) {
   const std::string options = text == nullptr ? "" : text;
@@ -102,6 +102,8 @@ bool ParseOptions(const char* text, CommState* state, std::string* why) {
     bool parsed = false;
     for (auto [key, field] : {std::pair{"allreduce_small_max=", &state->allreduce_small_max},
                               std::pair{"allgather_small_max=", &state->allgather_small_max},
+                              std::pair{"reduce_scatter_own_max=",
+                                        &state->reduce_scatter_own_max},
                               std::pair{"broadcast_own_max=", &state->broadcast_own_max}}) {
       const size_t n = std::strlen(key);
       const char* value = item.c_str() + n;
@@ -115,7 +117,8 @@ bool ParseOptions(const char* text, CommState* state, std::string* why) {
     if (!parsed) {
       *why = "option '" + item +
              "': the mpi backend knows allreduce_small_max=BYTES, "
-             "allgather_small_max=BYTES and broadcast_own_max=BYTES only";
+             "allgather_small_max=BYTES, reduce_scatter_own_max=BYTES and "
+             "broadcast_own_max=BYTES only";
       return false;
     }
   }
@@ -351,6 +354,8 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
     rc = posted->StartSmallAllreduce(state_->algo_ops++);
   } else if (Request::IsSmallAllgather(op, *state_)) {
     rc = posted->StartSmallAllgather(state_->algo_ops++);
+  } else if (Request::IsOwnReduceScatter(op, *state_)) {
+    rc = posted->StartOwnReduceScatter(state_->algo_ops++);
   } else if (Request::IsOwnBroadcast(op, *state_)) {
     rc = posted->StartOwnBroadcast(state_->algo_ops++);
   } else {
@@ -431,6 +436,7 @@ sl_result_t Communicator::Split(int32_t color, int32_t key, const sl_store_t* st
   state->algo_comm = algo;
   state->allreduce_small_max = state_->allreduce_small_max;
   state->allgather_small_max = state_->allgather_small_max;
+  state->reduce_scatter_own_max = state_->reduce_scatter_own_max;
   state->broadcast_own_max = state_->broadcast_own_max;
   state->comm_id = id;
   state->store = store;
