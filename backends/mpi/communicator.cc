@@ -100,11 +100,11 @@ bool ParseOptions(const char* text, CommState* state, std::string* why) {
     at = end + 1;
     if (item.find_first_not_of(' ') == std::string::npos) continue;
     bool parsed = false;
-    for (auto [key, field] : {std::pair{"allreduce_small_max=", &state->allreduce_small_max},
-                              std::pair{"allgather_small_max=", &state->allgather_small_max},
-                              std::pair{"reduce_scatter_own_max=",
-                                        &state->reduce_scatter_own_max},
-                              std::pair{"broadcast_own_max=", &state->broadcast_own_max}}) {
+    for (auto [key, field] :
+         {std::pair{"allreduce_small_max=", &state->allreduce_small_max},
+          std::pair{"allgather_small_max=", &state->allgather_small_max},
+          std::pair{"reduce_scatter_own_max=", &state->reduce_scatter_own_max},
+          std::pair{"broadcast_own_max=", &state->broadcast_own_max}}) {
       const size_t n = std::strlen(key);
       const char* value = item.c_str() + n;
       if (item.compare(0, n, key) != 0 || *value < '0' || *value > '9') continue;

@@ -234,15 +234,17 @@ int Request::PostReduceScatterStep() const {
   const MPI_Datatype type = MpiType(op_.recv.dtype);
   const size_t block = op_.recv.count * sl_dtype_size(op_.recv.dtype);
   const int sent = ((rank - step_ - 1) % size + size) % size;
-  const void* send = step_ == 0 ? static_cast<const unsigned char*>(own_block_) + sent * block
-                                : scratch_ + ((step_ - 1) % 2) * block;
+  const void* send = step_ == 0
+                         ? static_cast<const unsigned char*>(own_block_) + sent * block
+                         : scratch_ + ((step_ - 1) % 2) * block;
   void* into = step_ == size - 2 ? op_.recv.data : scratch_ + (step_ % 2) * block;
   return PostRingStep(into, send, count, type);
 }
 
 bool Request::IsOwnBroadcast(const sl_op_t& op, const CommState& comm) {
   const size_t bytes = op.recv.count * sl_dtype_size(op.recv.dtype);
-  return op.kind == SL_OP_BROADCAST && comm.size >= 2 && bytes <= comm.broadcast_own_max &&
+  return op.kind == SL_OP_BROADCAST && comm.size >= 2 &&
+         bytes <= comm.broadcast_own_max &&
          (comm.size == 2 || bytes <= kBroadcastTreeMax);
 }
 
@@ -313,9 +315,10 @@ bool Request::StepDone(int* rc) const {
     void* into = step_ == size - 2 ? op_.recv.data : scratch_ + (step_ % 2) * block;
     {
       MpiLock mpi;
-      *rc = MPI_Reduce_local(static_cast<const unsigned char*>(own_block_) + received * block,
-                             into, static_cast<int>(op_.recv.count), MpiType(op_.recv.dtype),
-                             MpiOp(op_.redop, op_.recv.dtype));
+      *rc = MPI_Reduce_local(
+          static_cast<const unsigned char*>(own_block_) + received * block, into,
+          static_cast<int>(op_.recv.count), MpiType(op_.recv.dtype),
+          MpiOp(op_.redop, op_.recv.dtype));
     }
     if (*rc != MPI_SUCCESS) return true;
     ++step_;

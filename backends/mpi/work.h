@@ -233,8 +233,8 @@ class Request {
   // One step of a ring: receive `count` elements into `from_left` from the
   // left neighbour, send `to_right` to the right one, on the op's tag
   // (requests_[0] and [1]).
-  int PostRingStep(void* from_left, const void* to_right, int count, MPI_Datatype type) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int PostRingStep(void* from_left, const void* to_right, int count,
+                   MPI_Datatype type) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The own reduce_scatter's ring step s = `step_` of size-1: send the
   // partial sum of block rank-s-1 (at s = 0 the input's block) to the right
   // neighbour, receive the left one's of block rank-s-2 into the scratch

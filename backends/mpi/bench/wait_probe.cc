@@ -50,11 +50,11 @@ int main(int argc, char** argv) {
       for (int i = 0; i < iters; ++i) {
         MPI_Request request;
         if (rank == 0) {
-          MPI_Isend(buffer.data(), static_cast<int>(bytes), MPI_CHAR, 1, 0, MPI_COMM_WORLD,
-                    &request);
+          MPI_Isend(buffer.data(), static_cast<int>(bytes), MPI_CHAR, 1, 0,
+                    MPI_COMM_WORLD, &request);
         } else {
-          MPI_Irecv(buffer.data(), static_cast<int>(bytes), MPI_CHAR, 0, 0, MPI_COMM_WORLD,
-                    &request);
+          MPI_Irecv(buffer.data(), static_cast<int>(bytes), MPI_CHAR, 0, 0,
+                    MPI_COMM_WORLD, &request);
         }
         if (!test) {
           MPI_Wait(&request, MPI_STATUS_IGNORE);
@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
       best = std::min(best, took.count() / iters);
     }
     if (rank == 0) {
-      std::printf("%s %s %zu %.1f\n", multiple ? "multiple" : "single", argv[2], bytes, best);
+      std::printf("%s %s %zu %.1f\n", multiple ? "multiple" : "single", argv[2], bytes,
+                  best);
     }
   }
   MPI_Finalize();

@@ -334,7 +334,8 @@ void ReduceScattersInFlightTogether(int world) {
     auto comm = Connect();
     ASSERT_NE(comm, nullptr);
     constexpr int kOps = 56;
-    const size_t counts[] = {1, 7, 1001, 4097, 16383, 65537, (1 << 18) + 1};  // floats a block
+    // Floats a block.
+    const size_t counts[] = {1, 7, 1001, 4097, 16383, 65537, (1 << 18) + 1};
     auto input = [](int r, int op, size_t i) {
       return static_cast<float>((r + 1) * 5 + op * 3 + static_cast<int>(i % 19));
     };
@@ -365,8 +366,9 @@ void ReduceScattersInFlightTogether(int world) {
     for (int op = 0; op < kOps; ++op) {
       const bool allreduce = op % 5 == 4;
       const size_t n = allreduce ? 3 : counts[op % 7];
-      const float* out = allreduce || op % 4 == 0 ? send[op].data() + (allreduce ? 0 : rank * n)
-                                                  : recv[op].data();
+      const float* out = allreduce || op % 4 == 0
+                             ? send[op].data() + (allreduce ? 0 : rank * n)
+                             : recv[op].data();
       const size_t first = allreduce ? 0 : rank * n;  // this rank's block of the input
       size_t wrong = 0;
       for (size_t i = 0; i < n; ++i) {
@@ -376,8 +378,8 @@ void ReduceScattersInFlightTogether(int world) {
         }
         wrong += out[i] != want;
       }
-      EXPECT_EQ(wrong, 0u) << "op " << op << " (" << n << " floats a block) on rank " << rank
-                           << " of " << size;
+      EXPECT_EQ(wrong, 0u) << "op " << op << " (" << n << " floats a block) on rank "
+                           << rank << " of " << size;
     }
   });
   ExpectAllSucceeded(results);
@@ -574,7 +576,8 @@ TEST(MpiJob, AKnownOptionFromTheEnvironmentIsTaken) {
         auto scatter = comm->ReduceScatter(View(blocks), View(half));
         ASSERT_TRUE(scatter.ok()) << scatter.status();
         ASSERT_TRUE((*scatter)->Wait(absl::Seconds(30)).ok());
-        EXPECT_EQ(half, std::vector<float>({2.0f * (2 * rank + 1), 2.0f * (2 * rank + 2)}));
+        EXPECT_EQ(half,
+                  std::vector<float>({2.0f * (2 * rank + 1), 2.0f * (2 * rank + 2)}));
       },
       WithMpiOptions("allreduce_small_max=0;allgather_small_max=0;broadcast_own_max=0;"
                      "reduce_scatter_own_max=0"));
