@@ -87,7 +87,8 @@ sl_result_t CheckIn(const sl_comm_config_t& config, sl_error_t* err) {
 }
 
 // The backend options ("key=value;...", null or empty: defaults):
-// allreduce_small_max=BYTES and allgather_small_max=BYTES (work.h). False
+// allreduce_small_max=BYTES, allgather_small_max=BYTES,
+// reduce_scatter_own_max=BYTES and broadcast_own_max=BYTES (work.h). False
 // with the reason otherwise.
 bool ParseOptions(const char* text, CommState* state, std::string* why) {
   const std::string options = text == nullptr ? "" : text;
@@ -99,8 +100,11 @@ bool ParseOptions(const char* text, CommState* state, std::string* why) {
     at = end + 1;
     if (item.find_first_not_of(' ') == std::string::npos) continue;
     bool parsed = false;
-    for (auto [key, field] : {std::pair{"allreduce_small_max=", &state->allreduce_small_max},
-                              std::pair{"allgather_small_max=", &state->allgather_small_max}}) {
+    for (auto [key, field] :
+         {std::pair{"allreduce_small_max=", &state->allreduce_small_max},
+          std::pair{"allgather_small_max=", &state->allgather_small_max},
+          std::pair{"reduce_scatter_own_max=", &state->reduce_scatter_own_max},
+          std::pair{"broadcast_own_max=", &state->broadcast_own_max}}) {
       const size_t n = std::strlen(key);
       const char* value = item.c_str() + n;
       if (item.compare(0, n, key) != 0 || *value < '0' || *value > '9') continue;
@@ -112,8 +116,9 @@ bool ParseOptions(const char* text, CommState* state, std::string* why) {
     }
     if (!parsed) {
       *why = "option '" + item +
-             "': the mpi backend knows allreduce_small_max=BYTES and "
-             "allgather_small_max=BYTES only";
+             "': the mpi backend knows allreduce_small_max=BYTES, "
+             "allgather_small_max=BYTES, reduce_scatter_own_max=BYTES and "
+             "broadcast_own_max=BYTES only";
       return false;
     }
   }
@@ -349,6 +354,10 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
     rc = posted->StartSmallAllreduce(state_->algo_ops++);
   } else if (Request::IsSmallAllgather(op, *state_)) {
     rc = posted->StartSmallAllgather(state_->algo_ops++);
+  } else if (Request::IsOwnReduceScatter(op, *state_)) {
+    rc = posted->StartOwnReduceScatter(state_->algo_ops++);
+  } else if (Request::IsOwnBroadcast(op, *state_)) {
+    rc = posted->StartOwnBroadcast(state_->algo_ops++);
   } else {
     MPI_Request started = MPI_REQUEST_NULL;
     rc = Start(*posted, &started);
@@ -427,6 +436,8 @@ sl_result_t Communicator::Split(int32_t color, int32_t key, const sl_store_t* st
   state->algo_comm = algo;
   state->allreduce_small_max = state_->allreduce_small_max;
   state->allgather_small_max = state_->allgather_small_max;
+  state->reduce_scatter_own_max = state_->reduce_scatter_own_max;
+  state->broadcast_own_max = state_->broadcast_own_max;
   state->comm_id = id;
   state->store = store;
   {

@@ -5,9 +5,11 @@
 // checks in through config.store (so a rank that never comes is named), and
 // the world is duplicated twice (MPI_Comm_idup, bounded by
 // config.timeout_ms), so each Syncline communicator has MPI traffic of its
-// own, and its own algorithms (the small allreduce and the allgather,
-// work.h) a communicator apart. config.options may set
-// allreduce_small_max=BYTES and allgather_small_max=BYTES. Split() is
+// own, and its own algorithms (the small allreduce, the allgather, the
+// reduce_scatter and the broadcast, work.h) a communicator apart.
+// config.options may set allreduce_small_max=BYTES,
+// allgather_small_max=BYTES, reduce_scatter_own_max=BYTES and
+// broadcast_own_max=BYTES. Split() is
 // MPI_Comm_split after a bounded MPI_Ibarrier over the parent (the child
 // duplicated once more, and inheriting the options). Post() starts the op
 // with MPI's non-blocking call, or the own algorithm's first step, and

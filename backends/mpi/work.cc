@@ -153,8 +153,8 @@ int Request::StartSmallAllreduce(uint64_t number) {
   if (bytes <= kInlineScratch) {
     scratch_ = inline_scratch_;
   } else {
-    heap_scratch_.resize(bytes);
-    scratch_ = heap_scratch_.data();
+    heap_scratch_.reset(new unsigned char[bytes]);
+    scratch_ = heap_scratch_.get();
   }
   std::lock_guard<std::mutex> lock(mu_);
   step_ = 0;
@@ -192,12 +192,100 @@ int Request::PostAllgatherStep() const {
   const int from = ((rank - step_ - 1) % size + size) % size;
   const int sent = ((rank - step_) % size + size) % size;
   const void* send = step_ == 0 ? own_block_ : recv + sent * block;
+  return PostRingStep(recv + from * block, send, count, type);
+}
+
+int Request::PostRingStep(void* from_left, const void* to_right, int count,
+                          MPI_Datatype type) const {
+  const int size = comm_->size;
   MpiLock mpi;
-  int rc = MPI_Irecv(recv + from * block, count, type, (rank + size - 1) % size, tag_base_,
+  int rc = MPI_Irecv(from_left, count, type, (comm_->rank + size - 1) % size, tag_base_,
                      comm_->algo_comm, &requests_[0]);
   if (rc != MPI_SUCCESS) return rc;
-  return MPI_Isend(send, count, type, (rank + 1) % size, tag_base_, comm_->algo_comm,
-                   &requests_[1]);
+  return MPI_Isend(to_right, count, type, (comm_->rank + 1) % size, tag_base_,
+                   comm_->algo_comm, &requests_[1]);
+}
+
+bool Request::IsOwnReduceScatter(const sl_op_t& op, const CommState& comm) {
+  const size_t bytes = op.send.count * sl_dtype_size(op.send.dtype);
+  return op.kind == SL_OP_REDUCE_SCATTER && comm.size >= 2 &&
+         bytes <= comm.reduce_scatter_own_max &&
+         (comm.size == 2 || bytes >= kReduceScatterRingMin);
+}
+
+int Request::StartOwnReduceScatter(uint64_t number) {
+  tag_base_ = TagBase(number);
+  own_block_ = SendData();
+  const size_t block = op_.recv.count * sl_dtype_size(op_.recv.dtype);
+  if (comm_->size > 2 && block > 0) {
+    heap_scratch_.reset(new unsigned char[2 * block]);
+    scratch_ = heap_scratch_.get();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  step_ = 0;
+  num_requests_ = 2;
+  return PostReduceScatterStep();
+}
+
+int Request::PostReduceScatterStep() const {
+  const int size = comm_->size;
+  const int rank = comm_->rank;
+  const int count = static_cast<int>(op_.recv.count);
+  const MPI_Datatype type = MpiType(op_.recv.dtype);
+  const size_t block = op_.recv.count * sl_dtype_size(op_.recv.dtype);
+  const int sent = ((rank - step_ - 1) % size + size) % size;
+  const void* send = step_ == 0
+                         ? static_cast<const unsigned char*>(own_block_) + sent * block
+                         : scratch_ + ((step_ - 1) % 2) * block;
+  void* into = step_ == size - 2 ? op_.recv.data : scratch_ + (step_ % 2) * block;
+  return PostRingStep(into, send, count, type);
+}
+
+bool Request::IsOwnBroadcast(const sl_op_t& op, const CommState& comm) {
+  const size_t bytes = op.recv.count * sl_dtype_size(op.recv.dtype);
+  return op.kind == SL_OP_BROADCAST && comm.size >= 2 &&
+         bytes <= comm.broadcast_own_max &&
+         (comm.size == 2 || bytes <= kBroadcastTreeMax);
+}
+
+int Request::StartOwnBroadcast(uint64_t number) {
+  tag_base_ = TagBase(number);
+  const int size = comm_->size;
+  const int v = (comm_->rank - op_.root + size) % size;
+  int child = 1;  // the root's farthest child: the largest power of two below size
+  while (child * 2 < size) child *= 2;
+  std::lock_guard<std::mutex> lock(mu_);
+  next_child_ = v == 0 ? child : (v & -v) / 2;
+  step_ = 0;
+  num_requests_ = 2;
+  return PostBroadcastStep();
+}
+
+int Request::PostBroadcastStep() const {
+  const int size = comm_->size;
+  const int root = op_.root;
+  const int v = (comm_->rank - root + size) % size;
+  const MPI_Datatype type = MpiType(op_.recv.dtype);
+  auto* data = static_cast<unsigned char*>(op_.recv.data);
+  const MPI_Comm comm = comm_->algo_comm;
+  requests_[0] = requests_[1] = MPI_REQUEST_NULL;
+  MpiLock mpi;
+  const int count = static_cast<int>(op_.recv.count);
+  if (step_ == 0 && v > 0) {  // from the parent first
+    const int parent = (v - (v & -v) + root) % size;
+    return MPI_Irecv(data, count, type, parent, tag_base_, comm, &requests_[0]);
+  }
+  for (MPI_Request& request : requests_) {
+    while (next_child_ > 0 && v + next_child_ >= size) next_child_ /= 2;
+    if (next_child_ == 0) break;
+    const int child = (v + next_child_ + root) % size;
+    next_child_ /= 2;
+    if (int rc = MPI_Isend(data, count, type, child, tag_base_, comm, &request);
+        rc != MPI_SUCCESS) {
+      return rc;
+    }
+  }
+  return MPI_SUCCESS;
 }
 
 int Request::PostStep() const {
@@ -213,6 +301,31 @@ int Request::PostStep() const {
 }
 
 bool Request::StepDone(int* rc) const {
+  if (op_.kind == SL_OP_BROADCAST) {
+    ++step_;
+    *rc = PostBroadcastStep();
+    // Nothing posted: this rank's part is over.
+    return *rc != MPI_SUCCESS ||
+           (requests_[0] == MPI_REQUEST_NULL && requests_[1] == MPI_REQUEST_NULL);
+  }
+  if (op_.kind == SL_OP_REDUCE_SCATTER) {
+    const int size = comm_->size;
+    const size_t block = op_.recv.count * sl_dtype_size(op_.recv.dtype);
+    const int received = ((comm_->rank - step_ - 2) % size + size) % size;
+    void* into = step_ == size - 2 ? op_.recv.data : scratch_ + (step_ % 2) * block;
+    {
+      MpiLock mpi;
+      *rc = MPI_Reduce_local(
+          static_cast<const unsigned char*>(own_block_) + received * block, into,
+          static_cast<int>(op_.recv.count), MpiType(op_.recv.dtype),
+          MpiOp(op_.redop, op_.recv.dtype));
+    }
+    if (*rc != MPI_SUCCESS) return true;
+    ++step_;
+    if (step_ >= size - 1) return true;
+    *rc = PostReduceScatterStep();
+    return *rc != MPI_SUCCESS;
+  }
   if (op_.kind == SL_OP_ALLGATHER) {
     ++step_;
     if (step_ >= comm_->size - 1) return true;

@@ -26,6 +26,17 @@
 // too: libnbc's against coll/tuned's blocking one cost 2-4x from 64 KiB up
 // here (README.md). They run a ring over the same MPI_Irecv/MPI_Isend pair
 // per step (PostAllgatherStep), one tag per op from the same count.
+// Reduce_scatters up to reduce_scatter_own_max bytes of input (all blocks;
+// every size unless the backend option says otherwise) on 2 ranks, and
+// from kReduceScatterRingMin bytes on on more, skip
+// MPI_Ireduce_scatter_block: a ring (PostReduceScatterStep), on 2 ranks one
+// exchange, one tag per op from the same count.
+// Broadcasts up to broadcast_own_max bytes (every size unless the backend
+// option says otherwise) skip MPI_Ibcast as well (PostBroadcastStep): on 2
+// ranks one message, root to peer, straight from and into the user's
+// buffer; on more, up to kBroadcastTreeMax bytes, a binomial tree (above
+// it libnbc's MPI_Ibcast was faster here: README.md, "Broadcasts without
+// libnbc"). One tag per op from the same count.
 // Whoever sees the op's deadline pass reports SL_ERR_TIMEOUT and aborts the
 // communicator (MPI cannot cancel a collective; README.md); a receive is
 // cancelled instead (MPI_Cancel), and its communicator stays usable.
@@ -72,6 +83,24 @@ constexpr size_t kSmallAllreduceBytes = 2048;
 // sets it (0: never).
 constexpr size_t kSmallAllgatherBytes = size_t{4} << 20;
 
+// The largest reduce_scatter (bytes of input, all blocks) that runs as the
+// backend's own ring rather than MPI_Ireduce_scatter_block (README.md,
+// "Reduce_scatters without libnbc"), by default: every size; the backend
+// option reduce_scatter_own_max=BYTES sets it (0: never).
+constexpr size_t kOwnReduceScatterBytes = ~size_t{0};
+// On 3 or more ranks the ring runs from this many bytes of input on only:
+// below it libnbc's was as fast or faster here (the README's measurements).
+constexpr size_t kReduceScatterRingMin = size_t{256} << 10;
+
+// The largest broadcast (bytes) that runs as the backend's own (one message
+// on 2 ranks, a binomial tree on more) rather than MPI_Ibcast, by default:
+// every size (README.md, "Broadcasts without libnbc"); the backend option
+// broadcast_own_max=BYTES sets it (0: never).
+constexpr size_t kOwnBroadcastBytes = ~size_t{0};
+// On 3 or more ranks, the own broadcast's limit whatever the option says:
+// above it libnbc's MPI_Ibcast was faster (the README's measurements).
+constexpr size_t kBroadcastTreeMax = size_t{16} << 10;
+
 // What a communicator shares with its ops: the MPI communicator, who we are,
 // and whether it was aborted (and why).
 struct CommState {
@@ -83,14 +112,19 @@ struct CommState {
   size_t allreduce_small_max = kSmallAllreduceBytes;
   // The largest allgather run as the backend's own ring (Request), in bytes.
   size_t allgather_small_max = kSmallAllgatherBytes;
+  // The largest reduce_scatter run as the backend's own ring (Request), in
+  // bytes of input.
+  size_t reduce_scatter_own_max = kOwnReduceScatterBytes;
+  // The largest broadcast run as the backend's own (Request), in bytes.
+  size_t broadcast_own_max = kOwnBroadcastBytes;
 
   // The point-to-point traffic of the backend's own algorithms (the small
   // allreduce), apart from the user's sends and MPI's collectives.
   MPI_Comm algo_comm = MPI_COMM_NULL;
 
   std::mutex mu;
-  // Small allreduces and allgathers posted so far (the backend's own
-  // algorithms): the next one's tags (Request).
+  // Small allreduces, allgathers, reduce_scatters and broadcasts posted so
+  // far (the backend's own algorithms): the next one's tags (Request).
   uint64_t algo_ops ABSL_GUARDED_BY(mu) = 0;
   // Set once; later posts fail with abort_message.
   std::atomic<bool> aborted{false};
@@ -160,6 +194,17 @@ class Request {
   // Starts it (its first step); `number` as for StartSmallAllreduce (the
   // same count: the two kinds share the tag ranges). MPI's return code.
   int StartSmallAllgather(uint64_t number);
+  // True when `op` on `comm` runs as the backend's own reduce_scatter ring.
+  static bool IsOwnReduceScatter(const sl_op_t& op, const CommState& comm);
+  // Starts it (its first step); `number` as for StartSmallAllreduce (the
+  // same count). MPI's return code.
+  int StartOwnReduceScatter(uint64_t number);
+  // True when `op` on `comm` runs as the backend's own broadcast (work.h's
+  // opening comment).
+  static bool IsOwnBroadcast(const sl_op_t& op, const CommState& comm);
+  // Starts it (its first step); `number` as for StartSmallAllreduce (the
+  // same count). MPI's return code.
+  int StartOwnBroadcast(uint64_t number);
 
   bool Complete(sl_result_t code, std::string message) {
     return outcome_.Complete(code, std::move(message));
@@ -185,6 +230,24 @@ class Request {
   // right one. One tag for every step: messages between two ranks on one
   // communicator and tag arrive in the order they were sent.
   int PostAllgatherStep() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One step of a ring: receive `count` elements into `from_left` from the
+  // left neighbour, send `to_right` to the right one, on the op's tag
+  // (requests_[0] and [1]).
+  int PostRingStep(void* from_left, const void* to_right, int count,
+                   MPI_Datatype type) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The own reduce_scatter's ring step s = `step_` of size-1: send the
+  // partial sum of block rank-s-1 (at s = 0 the input's block) to the right
+  // neighbour, receive the left one's of block rank-s-2 into the scratch
+  // half s % 2 (at the last step, block rank, into the output); StepDone
+  // adds the input's block to it. The partial sent at s is the one
+  // received at s-1, in the other half.
+  int PostReduceScatterStep() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The own broadcast's step `step_`, a binomial tree over this rank's
+  // place v = rank - root (mod size): step 0 receives the whole buffer from
+  // the parent (v less its lowest set bit; the root skips it), each later
+  // step sends it to up to two children (v + 2^k below the parent's
+  // distance, the farthest first). Posts nothing once this rank is done.
+  int PostBroadcastStep() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Called with mu_ held once MPI finished the step: reduces the partner's
   // part in, starts the next step; true when there is none (the op is done).
   bool StepDone(int* rc) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -203,7 +266,8 @@ class Request {
   mutable backend::OpOutcome outcome_;
   mutable std::mutex mu_;
   // requests_[0] is the op's MPI request; a small allreduce's step has two
-  // (its receive, then its send).
+  // (its receive, then its send; either may be MPI_REQUEST_NULL in a
+  // broadcast's).
   mutable MPI_Request requests_[2] ABSL_GUARDED_BY(mu_) = {MPI_REQUEST_NULL,
                                                            MPI_REQUEST_NULL};
   mutable int num_requests_ ABSL_GUARDED_BY(mu_) = 1;
@@ -213,10 +277,11 @@ class Request {
   int tag_base_ = 0;
   // The partner's part lands in scratch_: inline_scratch_ up to
   // kInlineScratch bytes (the 8-byte allreduce's path allocates nothing for
-  // it), heap_scratch_ above.
+  // it), heap_scratch_ above (left uninitialized; the reduce_scatter ring's
+  // two halves on 3 or more ranks).
   static constexpr size_t kInlineScratch = 64;
   alignas(16) unsigned char inline_scratch_[kInlineScratch];
-  std::vector<unsigned char> heap_scratch_;
+  std::unique_ptr<unsigned char[]> heap_scratch_;
   unsigned char* scratch_ = nullptr;
   mutable std::shared_ptr<Request> prev_ ABSL_GUARDED_BY(mu_);
   // Waits on peers: when a peer was last looked for in the store, and when
@@ -224,7 +289,12 @@ class Request {
   mutable Clock::time_point next_peer_check_ ABSL_GUARDED_BY(mu_);
   mutable Clock::time_point peer_gone_since_ ABSL_GUARDED_BY(mu_);
   std::vector<unsigned char> send_copy_;
+  // Where the own algorithm reads its input: the allgather's own block,
+  // the reduce_scatter's blocks (SendData()).
   const void* own_block_ = nullptr;
+  // The own broadcast: the distance to the next child to send to, 0 when
+  // none is left.
+  mutable int next_child_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace syncline::mpi_backend

@@ -13,6 +13,8 @@
 //     flight together, advanced by two threads in an order of their own on
 //     each rank, each end with their own data, as do larger ones (libnbc)
 //     among them;
+//   - so do allgathers, reduce_scatters and broadcasts (the backend's own,
+//     too) in flight together, every root in turn;
 //   - the 8-byte allreduce's path makes one heap allocation per op on the
 //     calling thread (its Request), counted (common/hot_path.h);
 //   - device memory and tags above MPI_TAG_UB are refused with a message;
@@ -318,6 +320,153 @@ TEST(MpiJob, AllgathersInFlightTogetherKeepTheirOwnDataOn4Ranks) {
   AllgathersInFlightTogether(4);
 }
 
+// Reduce_scatters in flight together keep their own data: the backend's own
+// ring (one exchange on 2 ranks; one tag per op from the count it shares
+// with the small allreduce, the allgather and the broadcast) with 56 ops
+// posted before any wait, sums and maxima, some in place (the output is the
+// rank's own block of the input), of odd block sizes (4 bytes to 1 MiB),
+// on 3 and 4 ranks on both sides of the ring's 256 KiB floor
+// (MPI_Ireduce_scatter_block below it), small allreduces among them, waited for
+// in opposite orders on neighbouring ranks. Every element is checked
+// against the sum (maximum) of every rank's known input, computed here.
+void ReduceScattersInFlightTogether(int world) {
+  auto results = RunRanks(world, [](int rank, int size) {
+    auto comm = Connect();
+    ASSERT_NE(comm, nullptr);
+    constexpr int kOps = 56;
+    // Floats a block.
+    const size_t counts[] = {1, 7, 1001, 4097, 16383, 65537, (1 << 18) + 1};
+    auto input = [](int r, int op, size_t i) {
+      return static_cast<float>((r + 1) * 5 + op * 3 + static_cast<int>(i % 19));
+    };
+    std::vector<std::vector<float>> send(kOps), recv(kOps);
+    std::vector<std::unique_ptr<Work>> works(kOps);
+    for (int op = 0; op < kOps; ++op) {
+      absl::StatusOr<std::unique_ptr<Work>> work;
+      const size_t n = op % 5 == 4 ? 3 : counts[op % 7];
+      send[op].resize(op % 5 == 4 ? n : n * size);
+      for (size_t i = 0; i < send[op].size(); ++i) send[op][i] = input(rank, op, i);
+      if (op % 5 == 4) {  // a small allreduce between them: the tags' count
+        work = comm->Allreduce(View(send[op]));
+      } else {
+        ReduceScatterOptions options;
+        options.op = op % 3 == 1 ? ReduceOp::kMax : ReduceOp::kSum;
+        if (op % 4 == 0) {  // in place
+          work = comm->ReduceScatter(View(send[op]), View(send[op].data() + rank * n, n),
+                                     options);
+        } else {
+          recv[op].assign(n, -1.0f);
+          work = comm->ReduceScatter(View(send[op]), View(recv[op]), options);
+        }
+      }
+      ASSERT_TRUE(work.ok()) << work.status();
+      works[op] = std::move(work).value();
+    }
+    WaitOnTwoThreads(works, /*backwards=*/rank % 2 == 0);
+    for (int op = 0; op < kOps; ++op) {
+      const bool allreduce = op % 5 == 4;
+      const size_t n = allreduce ? 3 : counts[op % 7];
+      const float* out = allreduce || op % 4 == 0
+                             ? send[op].data() + (allreduce ? 0 : rank * n)
+                             : recv[op].data();
+      const size_t first = allreduce ? 0 : rank * n;  // this rank's block of the input
+      size_t wrong = 0;
+      for (size_t i = 0; i < n; ++i) {
+        float want = op % 3 == 1 && !allreduce ? input(size - 1, op, first + i) : 0.0f;
+        if (op % 3 != 1 || allreduce) {
+          for (int r = 0; r < size; ++r) want += input(r, op, first + i);
+        }
+        wrong += out[i] != want;
+      }
+      EXPECT_EQ(wrong, 0u) << "op " << op << " (" << n << " floats a block) on rank "
+                           << rank << " of " << size;
+    }
+  });
+  ExpectAllSucceeded(results);
+}
+
+TEST(MpiJob, ReduceScattersInFlightTogetherKeepTheirOwnDataOn2Ranks) {
+  ReduceScattersInFlightTogether(2);
+}
+
+TEST(MpiJob, ReduceScattersInFlightTogetherKeepTheirOwnDataOn3Ranks) {
+  ReduceScattersInFlightTogether(3);
+}
+
+TEST(MpiJob, ReduceScattersInFlightTogetherKeepTheirOwnDataOn4Ranks) {
+  ReduceScattersInFlightTogether(4);
+}
+
+// Broadcasts in flight together keep their own data: the backend's own
+// broadcast (one message on 2 ranks, a binomial tree on more, over
+// MPI_Isend/MPI_Irecv on the same MPI communicator as the small allreduce
+// and the allgather, one tag per op from the count they share) with 60 ops
+// posted before any wait, from every root in turn, of odd counts on both
+// sides of the tree's 16 KiB limit on 3 and 4 ranks (1 to 2^19 + 3
+// floats: MPI_Ibcast among them there), small allreduces among them,
+// waited for in opposite orders on neighbouring ranks. Non-roots start
+// from values of their own; every element is checked against the root's
+// known input.
+void BroadcastsInFlightTogether(int world) {
+  auto results = RunRanks(world, [](int rank, int size) {
+    auto comm = Connect();
+    ASSERT_NE(comm, nullptr);
+    constexpr int kOps = 60;
+    const size_t counts[] = {1, 7, 1001, 4095, 4096, 4097, (1 << 19) + 3};
+    auto input = [](int r, int op, size_t i) {
+      return static_cast<float>((r + 1) * 11 + op * 3 + static_cast<int>(i % 17));
+    };
+    std::vector<std::vector<float>> data(kOps);
+    std::vector<int> roots(kOps);
+    std::vector<std::unique_ptr<Work>> works(kOps);
+    for (int op = 0; op < kOps; ++op) {
+      absl::StatusOr<std::unique_ptr<Work>> work;
+      if (op % 5 == 4) {  // a small allreduce between them: the tags' count
+        data[op].resize(3);
+        for (size_t i = 0; i < 3; ++i) data[op][i] = input(rank, op, i);
+        work = comm->Allreduce(View(data[op]));
+      } else {
+        roots[op] = (op / 5 + op) % size;
+        data[op].resize(counts[op % 7]);
+        for (size_t i = 0; i < data[op].size(); ++i) data[op][i] = input(rank, op, i);
+        BroadcastOptions options;
+        options.root = roots[op];
+        work = comm->Broadcast(View(data[op]), options);
+      }
+      ASSERT_TRUE(work.ok()) << work.status();
+      works[op] = std::move(work).value();
+    }
+    WaitOnTwoThreads(works, /*backwards=*/rank % 2 == 0);
+    for (int op = 0; op < kOps; ++op) {
+      size_t wrong = 0;
+      for (size_t i = 0; i < data[op].size(); ++i) {
+        float want = 0.0f;
+        if (op % 5 == 4) {
+          for (int r = 0; r < size; ++r) want += input(r, op, i);
+        } else {
+          want = input(roots[op], op, i);
+        }
+        wrong += data[op][i] != want;
+      }
+      EXPECT_EQ(wrong, 0u) << "op " << op << " (" << data[op].size() << " floats, root "
+                           << roots[op] << ") on rank " << rank << " of " << size;
+    }
+  });
+  ExpectAllSucceeded(results);
+}
+
+TEST(MpiJob, BroadcastsInFlightTogetherKeepTheirOwnDataOn2Ranks) {
+  BroadcastsInFlightTogether(2);
+}
+
+TEST(MpiJob, BroadcastsInFlightTogetherKeepTheirOwnDataOn3Ranks) {
+  BroadcastsInFlightTogether(3);
+}
+
+TEST(MpiJob, BroadcastsInFlightTogetherKeepTheirOwnDataOn4Ranks) {
+  BroadcastsInFlightTogether(4);
+}
+
 // Heap allocations per 8-byte allreduce on the calling thread, from
 // Communicator::Allreduce to the Work's end (issue 16: at most 1 us over raw
 // MPI; an allocation cost ~20 ns on such a path). Left: the backend's
@@ -416,8 +565,22 @@ TEST(MpiJob, AKnownOptionFromTheEnvironmentIsTaken) {
         ASSERT_TRUE(gather.ok()) << gather.status();
         ASSERT_TRUE((*gather)->Wait(absl::Seconds(30)).ok());
         EXPECT_EQ(all, std::vector<float>({1, 1, 1, 2, 2, 2}));
+        std::vector<float> from_one(1001, static_cast<float>(rank + 7));
+        BroadcastOptions options;
+        options.root = 1;
+        auto broadcast = comm->Broadcast(View(from_one), options);
+        ASSERT_TRUE(broadcast.ok()) << broadcast.status();
+        ASSERT_TRUE((*broadcast)->Wait(absl::Seconds(30)).ok());
+        EXPECT_EQ(from_one, std::vector<float>(1001, 8.0f));
+        std::vector<float> blocks = {1, 2, 3, 4}, half(2, 0.0f);
+        auto scatter = comm->ReduceScatter(View(blocks), View(half));
+        ASSERT_TRUE(scatter.ok()) << scatter.status();
+        ASSERT_TRUE((*scatter)->Wait(absl::Seconds(30)).ok());
+        EXPECT_EQ(half,
+                  std::vector<float>({2.0f * (2 * rank + 1), 2.0f * (2 * rank + 2)}));
       },
-      WithMpiOptions("allreduce_small_max=0;allgather_small_max=0"));
+      WithMpiOptions("allreduce_small_max=0;allgather_small_max=0;broadcast_own_max=0;"
+                     "reduce_scatter_own_max=0"));
   ExpectAllSucceeded(taken);
 }
 
