@@ -21,9 +21,15 @@ group (syncline_torch on PYTHONPATH; SYNCLINE_BACKEND, e.g. ucx, underneath).
 the `syncline` group with a comm hook that returns an already-completed
 Future of the bucket unchanged (the reducer's own cost: bucket copies,
 hooks, autograd bookkeeping; the floor no backend can go below).
+--bucket-view adds, for --syncline and --floor, the same steps with
+gradient_as_bucket_view=True, the layout Syncline's C++ DDP uses by default
+(bench/ddp_step): each .grad is a view into its bucket, so the reducer makes
+no copy into the bucket before the allreduce and none back after it (2 x 48
+MiB per step with PyTorch's default, False). Those are the like-for-like
+figures against ddp_step's default.
 
 Usage: ddp_pytorch.py [--steps 20] [--warmup 3] [--syncline] [--floor]
-           [--json FILE]
+           [--bucket-view] [--json FILE]
 """
 import argparse
 import json
@@ -38,7 +44,7 @@ WIDTH = 2048
 BATCH = 32
 
 
-def step_times(role, rank, world, store, steps, warmup):
+def step_times(role, rank, world, store, steps, warmup, bucket_view=False):
     import torch
     import torch.distributed as dist
 
@@ -55,7 +61,8 @@ def step_times(role, rank, world, store, steps, warmup):
             import syncline_torch  # noqa: F401  (registers "syncline")
         dist.init_process_group(backend, init_method="file://" + store,
                                 rank=rank, world_size=world)
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, gradient_as_bucket_view=bucket_view)
         if role == "ddp_floor":
             def no_communication(state, bucket):
                 done = torch.futures.Future()
@@ -81,8 +88,9 @@ def step_times(role, rank, world, store, steps, warmup):
     return statistics.median(times) * 1e3
 
 
-def run_pair(role, args):
-    """Runs 2 ranks of `role`; returns the slower rank's median step (ms)."""
+def run_pair(role, args, bucket_view=False):
+    """Runs 2 ranks of `role` (DDP with gradient_as_bucket_view=`bucket_view`);
+    returns the slower rank's median step (ms)."""
     fd, store = tempfile.mkstemp(prefix="syncline-ddp-pytorch-")
     os.close(fd)
     os.unlink(store)
@@ -94,7 +102,8 @@ def run_pair(role, args):
         procs.append(subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--role", role,
              "--rank", str(r), "--store", store, "--out", out,
-             "--steps", str(args.steps), "--warmup", str(args.warmup)], env=env))
+             "--steps", str(args.steps), "--warmup", str(args.warmup)]
+            + (["--bucket-view"] if bucket_view else []), env=env))
     codes = [p.wait(timeout=600) for p in procs]
     if any(codes):
         raise SystemExit("ddp_pytorch: a %s rank failed (%s)" % (role, codes))
@@ -115,13 +124,17 @@ def main():
     p.add_argument("--json", default="")
     p.add_argument("--syncline", action="store_true")
     p.add_argument("--floor", action="store_true")
+    # At the top: also time --syncline and --floor with gradient_as_bucket_view;
+    # for a rank (--role): use it.
+    p.add_argument("--bucket-view", action="store_true")
     p.add_argument("--role", default="", help=argparse.SUPPRESS)
     p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--store", default="", help=argparse.SUPPRESS)
     p.add_argument("--out", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.role:
-        ms = step_times(args.role, args.rank, 2, args.store, args.steps, args.warmup)
+        ms = step_times(args.role, args.rank, 2, args.store, args.steps, args.warmup,
+                        args.bucket_view)
         with open(args.out, "w") as f:
             f.write("%.6f" % ms)
         return 0
@@ -136,6 +149,12 @@ def main():
         over = {"backend": os.environ.get("SYNCLINE_BACKEND", "gloo"), "ddp_ms": ms,
                 "ratio": ms / single}
     floor = run_pair("ddp_floor", args) if args.floor else None
+    over_view = floor_view = None
+    if args.bucket_view and args.syncline:
+        ms = run_pair("ddp_syncline", args, bucket_view=True)
+        over_view = {"backend": over["backend"], "ddp_ms": ms, "ratio": ms / single}
+    if args.bucket_view and args.floor:
+        floor_view = run_pair("ddp_floor", args, bucket_view=True)
     print("ddp_pytorch: MLP 3x%dx%d (12.6M params), batch %d/rank, SGD, "
           "1 thread/rank, torch %s, gloo, 2 ranks" % (WIDTH, WIDTH, BATCH, torch.__version__))
     print("%-38s %10.2f ms" % ("single process, no DDP", single))
@@ -152,12 +171,22 @@ def main():
     if floor is not None:
         print("%-38s %10.2f ms" % ("2 processes, DDP, no communication", floor))
         print("%-38s %10.3f" % ("ratio DDP floor / no-comm (reducer)", floor / nocomm))
+    if over_view:
+        name = "syncline/" + over_view["backend"]
+        print("%-38s %10.2f ms" % ("DDP over %s, bucket views" % name, over_view["ddp_ms"]))
+        print("%-38s %10.3f" % ("ratio DDP over %s, views / single" % name, over_view["ratio"]))
+    if floor_view is not None:
+        print("%-38s %10.2f ms" % ("DDP, no communication, bucket views", floor_view))
     if args.json:
         doc = {"system": "pytorch-ddp", "torch": torch.__version__,
                "single_ms": single, "nocomm_ms": nocomm, "ddp_ms": ddp,
                "ratio": ddp / single, "syncline": over}
         if floor is not None:
             doc["floor_ms"] = floor
+        if over_view:
+            doc["syncline_view"] = over_view
+        if floor_view is not None:
+            doc["floor_view_ms"] = floor_view
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)
     return 0

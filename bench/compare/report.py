@@ -488,7 +488,12 @@ DDP_ROUND_SYSTEMS = [("ddp_gloo", "Syncline DDP (gloo), ddp_step"),
                      ("ddp_ucx", "Syncline DDP (ucx), ddp_step"),
                      ("ddp_pytorch", "PyTorch DDP (gloo), ddp_pytorch.py"),
                      ("ddp_torch_syncline", "PyTorch DDP (syncline/ucx), ddp_pytorch.py --syncline"),
-                     ("ddp_torch_floor", "PyTorch DDP without communication, ddp_pytorch.py --floor")]
+                     ("ddp_torch_floor", "PyTorch DDP without communication, ddp_pytorch.py --floor"),
+                     # --bucket-view: gradient_as_bucket_view=True, ddp_step's default layout.
+                     ("ddp_torch_syncline_view", "PyTorch DDP (syncline/ucx), gradient_as_bucket_view, "
+                      "ddp_pytorch.py --syncline --bucket-view"),
+                     ("ddp_torch_floor_view", "PyTorch DDP without communication, "
+                      "gradient_as_bucket_view, ddp_pytorch.py --floor --bucket-view")]
 
 
 def ddp_rounds(raw_dir):
@@ -508,6 +513,14 @@ def ddp_rounds(raw_dir):
             if name == "ddp_pytorch" and doc.get("floor_ms") and doc.get("single_ms"):
                 found.setdefault("ddp_torch_floor", {})[rnd] = {
                     "ratio": float(doc["floor_ms"]) / float(doc["single_ms"]), "floor": None}
+            view = doc.get("syncline_view") or {}  # --bucket-view, same processes
+            if name == "ddp_pytorch" and view.get("ratio"):
+                found.setdefault("ddp_torch_syncline_view", {})[rnd] = {
+                    "ratio": float(view["ratio"]), "floor": None}
+            if name == "ddp_pytorch" and doc.get("floor_view_ms") and doc.get("single_ms"):
+                found.setdefault("ddp_torch_floor_view", {})[rnd] = {
+                    "ratio": float(doc["floor_view_ms"]) / float(doc["single_ms"]),
+                    "floor": None}
     return found
 
 
@@ -566,15 +579,23 @@ def ddp_rounds_section(found):
     if over and torch:
         text.append("- PyTorch DDP over syncline/ucx / over gloo step time: %s (<1: faster)"
                     % time_ratio(over, torch))
-    if over and "ddp_ucx" in summaries:
-        text.append("- PyTorch DDP over syncline/ucx / Syncline's C++ DDP over UCX: %s "
-                    "(issue 17: at most 1.10)" % time_ratio(over, summaries["ddp_ucx"]))
-    floor = summaries.get("ddp_torch_floor")
-    if floor and "ddp_ucx" in summaries:
-        text.append("- PyTorch DDP without communication / Syncline's C++ DDP over UCX: %s "
-                    "(torch's own floor, %s)"
-                    % (time_ratio(floor, summaries["ddp_ucx"]),
-                       floor_verdict(spread.ratio(floor, summaries["ddp_ucx"]))))
+    # Against the C++ DDP over UCX (issue 17), each torch figure in turn;
+    # "{floor}" takes the floor's verdict. ddp_step makes each .grad a view
+    # into its bucket by default; PyTorch's DDP copies into the buckets and
+    # back unless gradient_as_bucket_view is set (the *_view rows: like for like).
+    against_cpp = [
+        ("ddp_torch_syncline", "PyTorch DDP over syncline/ucx", "issue 17: at most 1.10"),
+        ("ddp_torch_floor", "PyTorch DDP without communication", "torch's own floor, {floor}"),
+        ("ddp_torch_syncline_view", "PyTorch DDP over syncline/ucx with "
+         "gradient_as_bucket_view", "the same gradient layout; issue 17: at most 1.10"),
+        ("ddp_torch_floor_view", "PyTorch DDP without communication, "
+         "gradient_as_bucket_view", "{floor}")]
+    cpp = summaries.get("ddp_ucx")
+    for name, what, note in against_cpp:
+        if name in summaries and cpp:
+            verdict = floor_verdict(spread.ratio(summaries[name], cpp))
+            text.append("- %s / Syncline's C++ DDP over UCX: %s (%s)"
+                        % (what, time_ratio(summaries[name], cpp), note.format(floor=verdict)))
     mine, theirs = found.get("ddp_gloo", {}), found.get("ddp_pytorch", {})
     both = sorted(set(mine) & set(theirs))
     if both:

@@ -283,18 +283,23 @@ class ReportTest(unittest.TestCase):
         self.assertTargets(text, [("allreduce latency, syncline-ucx, median <= 1.0 us",
                                    "64 KiB", "11.11 us (10.00-12.50)", "no")])
 
+    def write_ddp_rounds(self, rounds):
+        """round-N/ddp_pytorch.json and ddp_ucx.json for each (torch doc, C++ ratio)."""
+        for i, (doc, ucx) in enumerate(rounds):
+            folder = os.path.join(self.dir, "round-%d" % (i + 1))
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, "ddp_pytorch.json"), "w") as f:
+                json.dump(doc, f)
+            with open(os.path.join(folder, "ddp_ucx.json"), "w") as f:
+                json.dump({"ratio": ucx, "floor": 1.4}, f)
+
     def test_ddp_over_syncline_in_the_rounds(self):
         # ddp_pytorch.py --syncline times DDP over syncline/ucx in the same
         # processes of each round: round-N/ddp_pytorch.json's "syncline".
         rounds = [(2.5, 2.0, 1.6), (2.3, 1.9, 1.5), (2.4, 2.1, 1.7)]  # gloo, syncline, C++ ucx
-        for i, (gloo, over, ucx) in enumerate(rounds):
-            folder = os.path.join(self.dir, "round-%d" % (i + 1))
-            os.makedirs(folder, exist_ok=True)
-            with open(os.path.join(folder, "ddp_pytorch.json"), "w") as f:
-                json.dump({"ratio": gloo, "syncline": {"backend": "ucx", "ratio": over},
-                           "single_ms": 100.0, "floor_ms": 100.0 * (over - 0.2 * i)}, f)
-            with open(os.path.join(folder, "ddp_ucx.json"), "w") as f:
-                json.dump({"ratio": ucx, "floor": 1.4}, f)
+        self.write_ddp_rounds([({"ratio": gloo, "syncline": {"backend": "ucx", "ratio": over},
+                                 "single_ms": 100.0, "floor_ms": 100.0 * (over - 0.2 * i)}, ucx)
+                               for i, (gloo, over, ucx) in enumerate(rounds)])
         result, text, _, _ = self.run_report(QUIET)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("| PyTorch DDP (syncline/ucx), ddp_pytorch.py --syncline | 2.00 (1.90-2.10) "
@@ -310,6 +315,32 @@ class ReportTest(unittest.TestCase):
         self.assertIn("without communication / Syncline's C++ DDP over UCX: "
                       "1.06 (1.00-1.33) level (torch's own floor, straddling 1.10: whether "
                       "the DDP target is within reach is unclear)", text)
+
+    def test_ddp_over_syncline_with_bucket_views_in_the_rounds(self):
+        # ddp_pytorch.py --bucket-view: the same steps with
+        # gradient_as_bucket_view=True, in the same processes of each round:
+        # "syncline_view" and "floor_view_ms" of round-N/ddp_pytorch.json.
+        rounds = [(1.7, 1.3, 1.6), (1.6, 1.2, 1.5), (1.8, 1.4, 1.7)]  # view, floor view, C++ ucx
+        self.write_ddp_rounds([({"ratio": 2.5, "single_ms": 50.0,
+                                 "syncline": {"backend": "ucx", "ratio": 2.0},
+                                 "syncline_view": {"backend": "ucx", "ratio": view},
+                                 "floor_view_ms": 50.0 * floor_view}, ucx)
+                               for view, floor_view, ucx in rounds])
+        result, text, _, _ = self.run_report(QUIET)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("| PyTorch DDP (syncline/ucx), gradient_as_bucket_view, ddp_pytorch.py "
+                      "--syncline --bucket-view | 1.70 (1.60-1.80) | n/a | n/a |", text)
+        self.assertIn("| PyTorch DDP without communication, gradient_as_bucket_view, "
+                      "ddp_pytorch.py --floor --bucket-view | 1.30 (1.20-1.40) | n/a | n/a |",
+                      text)
+        # Worked by hand: 1.7/1.6, low 1.6/1.7, high 1.8/1.5: level.
+        self.assertIn("with gradient_as_bucket_view / Syncline's C++ DDP over UCX: "
+                      "1.06 (0.941-1.20) level (the same gradient layout; issue 17: at most "
+                      "1.10)", text)
+        # 1.3/1.6, low 1.2/1.7, high 1.4/1.5 <= 1.10: within reach.
+        self.assertIn("without communication, gradient_as_bucket_view / Syncline's C++ DDP over "
+                      "UCX: 0.812 (0.706-0.933) faster (at most 1.10: the DDP target is within "
+                      "the backend's reach)", text)
 
     def test_floor_verdict_follows_the_interval(self):
         def r(low, high):

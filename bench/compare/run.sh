@@ -188,8 +188,10 @@ if [ "${BENCH_SKIP_DDP:-0}" != 1 ] && [ "$QUICK" = 0 ] && [[ " ${NAMES[*]} " == 
   NAMES+=(ddp_pytorch)
   # With syncline_torch built, the same pair of processes also times DDP
   # over the `syncline` group (UCX underneath): ddp_pytorch.py --syncline,
-  # and without communication (--floor: torch's own floor for issue 17).
-  CMD[ddp_pytorch]="${TORCH_SYNCLINE[*]} $PY bench/compare/ddp_pytorch.py ${TORCH_SYNCLINE:+--syncline --floor} --json "
+  # and without communication (--floor: torch's own floor for issue 17);
+  # --bucket-view times both again with gradient_as_bucket_view, the
+  # gradient layout ddp_step uses by default (like for like).
+  CMD[ddp_pytorch]="${TORCH_SYNCLINE[*]} $PY bench/compare/ddp_pytorch.py ${TORCH_SYNCLINE:+--syncline --floor --bucket-view} --json "
 fi
 
 # The rounds: every system once per round, the order rotated by one each
