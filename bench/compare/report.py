@@ -505,18 +505,19 @@ def ddp_rounds(raw_dir):
             if not doc.get("ratio"):
                 continue
             found.setdefault(name, {})[rnd] = {"ratio": float(doc["ratio"]),
-                                               "floor": doc.get("floor")}
+                                               "floor": doc.get("floor"),
+                                               "ms": doc.get("ddp_ms")}
             over = doc.get("syncline") or {}  # ddp_pytorch.py --syncline, same processes
             if name == "ddp_pytorch" and over.get("ratio"):
                 found.setdefault("ddp_torch_syncline", {})[rnd] = {
-                    "ratio": float(over["ratio"]), "floor": None}
+                    "ratio": float(over["ratio"]), "floor": None, "ms": over.get("ddp_ms")}
             if name == "ddp_pytorch" and doc.get("floor_ms") and doc.get("single_ms"):
                 found.setdefault("ddp_torch_floor", {})[rnd] = {
                     "ratio": float(doc["floor_ms"]) / float(doc["single_ms"]), "floor": None}
             view = doc.get("syncline_view") or {}  # --bucket-view, same processes
             if name == "ddp_pytorch" and view.get("ratio"):
                 found.setdefault("ddp_torch_syncline_view", {})[rnd] = {
-                    "ratio": float(view["ratio"]), "floor": None}
+                    "ratio": float(view["ratio"]), "floor": None, "ms": view.get("ddp_ms")}
             if name == "ddp_pytorch" and doc.get("floor_view_ms") and doc.get("single_ms"):
                 found.setdefault("ddp_torch_floor_view", {})[rnd] = {
                     "ratio": float(doc["floor_view_ms"]) / float(doc["single_ms"]),
@@ -546,6 +547,30 @@ def floor_verdict(r, target=1.10):
     if r["high"] <= target:
         return "at most %.2f: the DDP target is within the backend's reach" % target
     return "straddling %.2f: whether the DDP target is within reach is unclear" % target
+
+
+def paired_step_times(found, target=1.10):
+    """Issue 17's DDP figure without the single-process steps: PyTorch's DDP
+    step over syncline/ucx over the C++ DDP step over UCX, both in ms, paired
+    round by round (the same model, batch and threads, minutes apart), so
+    that neither side's single-process step, which moves between rounds,
+    enters the ratio."""
+    cpp = found.get("ddp_ucx", {})
+    lines = []
+    for name, what in (("ddp_torch_syncline", "PyTorch DDP over syncline/ucx"),
+                       ("ddp_torch_syncline_view", "PyTorch DDP over syncline/ucx with "
+                        "gradient_as_bucket_view")):
+        per_round = [found[name][r]["ms"] / cpp[r]["ms"]
+                     for r in sorted(set(found.get(name, {})) & set(cpp))
+                     if found[name][r].get("ms") and cpp[r].get("ms")]
+        if not per_round:
+            continue
+        within = sum(1 for v in per_round if v <= target)
+        lines.append("- %s / Syncline's C++ DDP over UCX, step time (ms) paired by round: %s, "
+                     "at most %.2f in %d of %d rounds (issue 17)"
+                     % (what, fmt_point(spread.summarize(per_round), len(per_round)), target,
+                        within, len(per_round)))
+    return lines
 
 
 def ddp_rounds_section(found):
@@ -596,6 +621,7 @@ def ddp_rounds_section(found):
             verdict = floor_verdict(spread.ratio(summaries[name], cpp))
             text.append("- %s / Syncline's C++ DDP over UCX: %s (%s)"
                         % (what, time_ratio(summaries[name], cpp), note.format(floor=verdict)))
+    text += paired_step_times(found)
     mine, theirs = found.get("ddp_gloo", {}), found.get("ddp_pytorch", {})
     both = sorted(set(mine) & set(theirs))
     if both:

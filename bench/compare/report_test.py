@@ -342,6 +342,33 @@ class ReportTest(unittest.TestCase):
                       "UCX: 0.812 (0.706-0.933) faster (at most 1.10: the DDP target is within "
                       "the backend's reach)", text)
 
+    def test_ddp_step_times_paired_by_round(self):
+        # The ms of each round's PyTorch DDP over syncline (plain and with
+        # bucket views) over the same round's C++ DDP over UCX, whatever the
+        # single-process steps did (here they swing 30-45 ms).
+        rounds = [(74.0, 80.0, 67.0), (72.0, 76.0, 65.0), (71.0, 84.0, 70.0)]  # torch, view, C++
+        for i, (over, view, cpp) in enumerate(rounds):
+            folder = os.path.join(self.dir, "round-%d" % (i + 1))
+            os.makedirs(folder, exist_ok=True)
+            single = 30.0 + 7.5 * i
+            with open(os.path.join(folder, "ddp_pytorch.json"), "w") as f:
+                json.dump({"ratio": 3.0, "single_ms": single,
+                           "syncline": {"backend": "ucx", "ddp_ms": over, "ratio": over / single},
+                           "syncline_view": {"backend": "ucx", "ddp_ms": view,
+                                             "ratio": view / single}}, f)
+            with open(os.path.join(folder, "ddp_ucx.json"), "w") as f:
+                json.dump({"ratio": cpp / 45.0, "floor": 1.4, "ddp_ms": cpp}, f)
+        result, text, _, _ = self.run_report(QUIET)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        # Worked by hand: 74/67 = 1.104, 72/65 = 1.108, 71/70 = 1.014.
+        self.assertIn("- PyTorch DDP over syncline/ucx / Syncline's C++ DDP over UCX, step time "
+                      "(ms) paired by round: 1.10 (1.01-1.11), at most 1.10 in 1 of 3 rounds "
+                      "(issue 17)", text)
+        # 80/67 = 1.194, 76/65 = 1.169, 84/70 = 1.200.
+        self.assertIn("with gradient_as_bucket_view / Syncline's C++ DDP over UCX, step time "
+                      "(ms) paired by round: 1.19 (1.17-1.20), at most 1.10 in 0 of 3 rounds",
+                      text)
+
     def test_floor_verdict_follows_the_interval(self):
         def r(low, high):
             return {"ratio": (low + high) / 2, "low": low, "high": high, "n": 3}
