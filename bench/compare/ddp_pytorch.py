@@ -117,7 +117,19 @@ def run_pair(role, args, bucket_view=False):
     return max(values)
 
 
+def pin_blas_threads():
+    """One BLAS thread per process, as ddp_step pins it: OpenBLAS sizes its
+    pool when it loads, from the environment, and torch.set_num_threads(1)
+    does not shrink it, so the single-process step ran on both cores
+    (28-42 ms, against 61-62 ms on one) before this pin."""
+    if os.environ.get("OPENBLAS_NUM_THREADS") != "1" or os.environ.get("OMP_NUM_THREADS") != "1":
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        os.environ["OMP_NUM_THREADS"] = "1"
+        os.execv(sys.executable, [sys.executable] + sys.argv)
+
+
 def main():
+    pin_blas_threads()
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
@@ -141,6 +153,7 @@ def main():
 
     import torch
     single = step_times("single", 0, 1, "", args.steps, args.warmup)
+    single_threads = len(os.listdir("/proc/self/task"))  # the BLAS pool's included
     nocomm = run_pair("nocomm", args)
     ddp = run_pair("ddp", args)
     over = None
@@ -157,7 +170,8 @@ def main():
         floor_view = run_pair("ddp_floor", args, bucket_view=True)
     print("ddp_pytorch: MLP 3x%dx%d (12.6M params), batch %d/rank, SGD, "
           "1 thread/rank, torch %s, gloo, 2 ranks" % (WIDTH, WIDTH, BATCH, torch.__version__))
-    print("%-38s %10.2f ms" % ("single process, no DDP", single))
+    print("%-38s %10.2f ms (%d OS threads)" % ("single process, no DDP", single,
+                                                single_threads))
     print("%-38s %10.2f ms" % ("2 processes, no communication", nocomm))
     print("%-38s %10.2f ms" % ("2 processes, DDP", ddp))
     print("%-38s %10.3f" % ("ratio DDP / single", ddp / single))
@@ -179,7 +193,8 @@ def main():
         print("%-38s %10.2f ms" % ("DDP, no communication, bucket views", floor_view))
     if args.json:
         doc = {"system": "pytorch-ddp", "torch": torch.__version__,
-               "single_ms": single, "nocomm_ms": nocomm, "ddp_ms": ddp,
+               "single_ms": single, "single_os_threads": single_threads,
+               "nocomm_ms": nocomm, "ddp_ms": ddp,
                "ratio": ddp / single, "syncline": over}
         if floor is not None:
             doc["floor_ms"] = floor
