@@ -188,16 +188,22 @@ void TorchWork::release_resources() {
   future_.reset();
 }
 
-Completer::Completer() : thread_([this] { Loop(); }) {}
+Completer::Completer()
+    : state_(std::make_shared<State>()), thread_([state = state_] { Loop(state); }) {}
 
 Completer::~Completer() { Stop(); }
 
 void Completer::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stopping = true;
   }
-  cv_.notify_all();
+  state_->cv.notify_all();
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();  // it ends by itself once the queue is empty
+    return;
+  }
   // The Works still queued may run Python when they end: a callback chained
   // on a Future, or freeing a tensor whose Python object outlived Python's
   // last use of it. Both take the GIL on this thread, so waiting for them
@@ -205,8 +211,8 @@ void Completer::Stop() {
   // Python) would hang for good.
   if (Py_IsInitialized() && PyGILState_Check()) {
     pybind11::gil_scoped_release no_gil;
-    if (thread_.joinable()) thread_.join();
-  } else if (thread_.joinable()) {
+    thread_.join();
+  } else {
     thread_.join();
   }
 }
@@ -214,9 +220,9 @@ void Completer::Stop() {
 void Completer::Enqueue(c10::intrusive_ptr<TorchWork> work) {
   bool queued = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!stopping_) {
-      queue_.push_back(work);
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!state_->stopping) {
+      state_->queue.push_back(work);
       queued = true;
     }
   }
@@ -224,22 +230,27 @@ void Completer::Enqueue(c10::intrusive_ptr<TorchWork> work) {
     work->Complete();  // stopped: no thread to hand it to
     return;
   }
-  cv_.notify_all();
+  state_->cv.notify_all();
 }
 
-void Completer::Loop() {
+void Completer::Loop(const std::shared_ptr<State>& state) {
   // Named, so that a profile or /proc/<pid>/task tells it from the backend's.
   pthread_setname_np(pthread_self(), "sl-completer");
   for (;;) {
     c10::intrusive_ptr<TorchWork> work;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and nothing left to finish
-      work = std::move(queue_.front());
-      queue_.pop_front();
+      std::unique_lock<std::mutex> lock(state->mu);
+      state->cv.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
+      if (state->queue.empty()) return;  // stopping, and nothing left to finish
+      work = std::move(state->queue.front());
+      state->queue.pop_front();
     }
+    // Completing it may run a callback that drops the last reference to the
+    // process group, and releasing it the last one to the Completer: both
+    // end in Stop() on this thread, which detaches it. Only `state` is
+    // touched from here on.
     work->Complete();
+    work.reset();
   }
 }
 

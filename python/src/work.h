@@ -175,17 +175,23 @@ class Completer {
 
   void Enqueue(c10::intrusive_ptr<TorchWork> work);
   // Completes every queued Work (each Syncline op has a deadline) and joins
-  // the thread. The owner (the process group) calls it, never the
-  // Completer's own thread (a Future callback).
+  // the thread. Called on the Completer's own thread (a Future callback that
+  // drops the process group's last reference, or the last Work holding the
+  // Completer released there), it cannot join itself: it lets the thread go
+  // on alone, and the thread completes what is queued and ends, holding the
+  // queue's State, not the Completer.
   void Stop();
 
  private:
-  void Loop();
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<c10::intrusive_ptr<TorchWork>> queue ABSL_GUARDED_BY(mu);
+    bool stopping ABSL_GUARDED_BY(mu) = false;
+  };
+  static void Loop(const std::shared_ptr<State>& state);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<c10::intrusive_ptr<TorchWork>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  const std::shared_ptr<State> state_;
   std::thread thread_;
 };
 
