@@ -45,8 +45,10 @@ c10::intrusive_ptr<c10::ivalue::Future> TorchWork::getFuture() {
   // polled): complete the Work here, so that the Future is done when it is
   // returned, with no hand-off to the Completer. On the first request no
   // callback is chained yet; on a later one they run here, as from
-  // isCompleted().
-  (void)Drive(/*block=*/false, Clock::time_point::max());
+  // isCompleted(). Not while the Completer still has Works handed over
+  // before this one: their callbacks must run first, so this one queues
+  // behind them.
+  if (completer_->Idle()) (void)Drive(/*block=*/false, Clock::time_point::max());
   c10::intrusive_ptr<c10::ivalue::Future> future;
   std::exception_ptr error;
   bool mark = false, hand_over = false;
@@ -233,17 +235,31 @@ void Completer::Enqueue(c10::intrusive_ptr<TorchWork> work) {
   state_->cv.notify_all();
 }
 
+bool Completer::Idle() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  // On its own thread (a callback of the Work it is completing), what it is
+  // busy with is that caller's own Work, which is already done.
+  const bool self = state_->thread == std::this_thread::get_id();
+  return state_->queue.empty() && (self || !state_->busy);
+}
+
 void Completer::Loop(const std::shared_ptr<State>& state) {
   // Named, so that a profile or /proc/<pid>/task tells it from the backend's.
   pthread_setname_np(pthread_self(), "sl-completer");
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->thread = std::this_thread::get_id();
+  }
   for (;;) {
     c10::intrusive_ptr<TorchWork> work;
     {
       std::unique_lock<std::mutex> lock(state->mu);
+      state->busy = false;  // the one before, if any, is done
       state->cv.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
       if (state->queue.empty()) return;  // stopping, and nothing left to finish
       work = std::move(state->queue.front());
       state->queue.pop_front();
+      state->busy = true;
     }
     // Completing it may run a callback that drops the last reference to the
     // process group, and releasing it the last one to the Completer: both

@@ -174,6 +174,10 @@ class Completer {
   ~Completer();  // Stop()s if the owner has not
 
   void Enqueue(c10::intrusive_ptr<TorchWork> work);
+  // Nothing queued and nothing being completed: a Work that ends now may
+  // complete on its own thread without overtaking one handed over before it
+  // (callbacks run in posting order).
+  bool Idle();
   // Completes every queued Work (each Syncline op has a deadline) and joins
   // the thread. Called on the Completer's own thread (a Future callback that
   // drops the process group's last reference, or the last Work holding the
@@ -188,6 +192,8 @@ class Completer {
     std::condition_variable cv;
     std::deque<c10::intrusive_ptr<TorchWork>> queue ABSL_GUARDED_BY(mu);
     bool stopping ABSL_GUARDED_BY(mu) = false;
+    bool busy ABSL_GUARDED_BY(mu) = false;  // completing one it took off the queue
+    std::thread::id thread ABSL_GUARDED_BY(mu);  // Loop()'s
   };
   static void Loop(const std::shared_ptr<State>& state);
 

@@ -158,6 +158,37 @@ for k, value in enumerate(torch.futures.wait_all(futures)):
     check_equal(bases[k][:, 0], reduced(10 + k), f"Future {k} of 6, the strided view")
 check(order == list(range(6)), f"callbacks ran in the order {order}, not posting order")
 
+# The same order when a later op has already ended as its Future is taken
+# while the Completer still works on an earlier one: that Future must queue
+# behind it, not complete at once on this thread. Rank 1 joins 0.3 s late,
+# so that ops 0 and 1 are still running when their Futures are taken (they
+# go to the Completer); op 0's callback then holds the Completer for 0.5 s;
+# op 2 has ended (a later op was waited for) when its Future is taken, in
+# that time. In CI once, by chance: [0, 4, 5, 1, 2, 3] in the case above.
+order, futures = [], []
+if rank == 1:
+    time.sleep(0.3)
+for k in range(3):
+    base, view = strided(20 + k)
+    w = dist.all_reduce(view, async_op=True)
+    if k == 2:
+        dist.all_reduce(torch.zeros(1, dtype=torch.float64))  # op 2 has ended
+    fut = w.get_future()
+    del w
+
+    def note(fut, k=k):
+        if k == 0:
+            time.sleep(0.5)
+        order.append(k)
+        return fut.value()[0].clone()
+    futures.append(fut.then(note))
+    if k == 1:
+        dist.all_reduce(torch.zeros(1, dtype=torch.float64))
+for k, value in enumerate(torch.futures.wait_all(futures)):
+    check_equal(value, reduced(20 + k), f"Future {k} of 3 behind a slow callback, its value")
+check(order == [0, 1, 2], f"behind a slow callback, callbacks ran in the order {order}, "
+      "not posting order")
+
 # An op in flight that nobody waits for costs little CPU: rank 0's Future
 # is with the Completer while rank 1 holds its part back for IDLE s (as a
 # DDP bucket posted while the peer's backward still runs). Rank 0's threads
