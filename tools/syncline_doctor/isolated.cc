@@ -99,6 +99,7 @@ std::vector<IsolatedResult> RunIsolated(const std::vector<IsolatedProbe>& probes
       RunChild(probes, results.size(), fds[1]);
     }
     ::close(fds[1]);
+    if (pid > 0) ::setpgid(pid, pid);  // as the child does: whichever runs first
     if (pid < 0) {
       ::close(fds[0]);
       results.push_back({IsolatedResult::Outcome::kCrashed, {},
@@ -134,7 +135,10 @@ std::vector<IsolatedResult> RunIsolated(const std::vector<IsolatedProbe>& probes
       }
     }
     ::close(fds[0]);
-    if (hung) ::kill(-pid, SIGKILL);
+    if (hung) {
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);  // should the group not be set yet
+    }
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
