@@ -3,6 +3,9 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+#include <cstdio>
+
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 
@@ -191,7 +194,57 @@ void TorchWork::release_resources() {
 }
 
 Completer::Completer()
-    : state_(std::make_shared<State>()), thread_([state = state_] { Loop(state); }) {}
+    : state_(std::make_shared<State>()), thread_([state = state_] { Loop(state); }) {
+  Registry& registry = Registered();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  // Those of Completers gone (their threads ended) are dropped here.
+  auto& states = registry.states;
+  states.erase(std::remove_if(states.begin(), states.end(),
+                              [](const std::weak_ptr<State>& s) { return s.expired(); }),
+               states.end());
+  states.push_back(state_);
+}
+
+Completer::Registry& Completer::Registered() {
+  static auto* registry = new Registry;  // never destroyed: used at exit
+  return *registry;
+}
+
+bool Completer::Drained(State& state) {
+  return state.ended || (state.queue.empty() && !state.busy);
+}
+
+void Completer::DrainAll() {
+  std::vector<std::shared_ptr<State>> states;
+  {
+    Registry& registry = Registered();
+    std::lock_guard<std::mutex> lock(registry.mu);
+    for (const auto& weak : registry.states) {
+      if (auto state = weak.lock()) states.push_back(std::move(state));
+    }
+  }
+  // Each queued Work ends by its ops' deadline; a callback that never
+  // returns would hold the exit for good, so the wait says what it is for.
+  auto drain = [&states] {
+    for (const auto& state : states) {
+      std::unique_lock<std::mutex> lock(state->mu);
+      while (!state->cv.wait_for(lock, std::chrono::seconds(30),
+                                 [&] { return Drained(*state); })) {
+        std::fprintf(stderr,
+                     "syncline: at exit, still waiting for a process group's completion "
+                     "thread (sl-completer): %zu Work(s) queued%s. Each ends by its op's "
+                     "timeout; a Future callback that does not return holds the exit.\n",
+                     state->queue.size(), state->busy ? ", one in hand" : "");
+      }
+    }
+  };
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release no_gil;
+    drain();
+  } else {
+    drain();
+  }
+}
 
 Completer::~Completer() { Stop(); }
 
@@ -255,8 +308,13 @@ void Completer::Loop(const std::shared_ptr<State>& state) {
     {
       std::unique_lock<std::mutex> lock(state->mu);
       state->busy = false;  // the one before, if any, is done
+      if (state->queue.empty()) state->cv.notify_all();  // for DrainAll()
       state->cv.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
-      if (state->queue.empty()) return;  // stopping, and nothing left to finish
+      if (state->queue.empty()) {  // stopping, and nothing left to finish
+        state->ended = true;
+        state->cv.notify_all();
+        return;
+      }
       work = std::move(state->queue.front());
       state->queue.pop_front();
       state->busy = true;

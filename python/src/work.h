@@ -186,6 +186,16 @@ class Completer {
   // queue's State, not the Completer.
   void Stop();
 
+  // Waits, without the GIL, until every Completer of this process, those
+  // still owned and those let go by Stop() on their own thread, has
+  // nothing queued and nothing in hand. Registered with Python's atexit
+  // (module.cc): once the interpreter finalizes, a thread that takes the
+  // GIL is ended by pthread_exit, whose unwinding through a destructor
+  // (a callback's release) is std::terminate. Whatever a Completer still
+  // holds may need the GIL: a callback that sleeps or releases it, the
+  // callback object's release after it ran.
+  static void DrainAll();
+
  private:
   struct State {
     std::mutex mu;
@@ -194,7 +204,16 @@ class Completer {
     bool stopping ABSL_GUARDED_BY(mu) = false;
     bool busy ABSL_GUARDED_BY(mu) = false;  // completing one it took off the queue
     std::thread::id thread ABSL_GUARDED_BY(mu);  // Loop()'s
+    bool ended ABSL_GUARDED_BY(mu) = false;       // Loop() returned
   };
+  // True when `state` holds nothing: empty queue and not busy, or ended.
+  static bool Drained(State& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu);
+  // The States of every Completer made, for DrainAll().
+  struct Registry {
+    std::mutex mu;
+    std::vector<std::weak_ptr<State>> states ABSL_GUARDED_BY(mu);
+  };
+  static Registry& Registered();
   static void Loop(const std::shared_ptr<State>& state);
 
   const std::shared_ptr<State> state_;
