@@ -9,9 +9,10 @@ result reaches the caller's tensor only when the Work's completion copies
 it back; each result is checked against a local oracle, with the state of
 the Work and of its Future:
   wait, then get_future       the Future is already done, with the outputs
+  get_future once ended       the Future is done when get_future() returns
+                              (when no earlier Future is still with the Completer)
   get_future, then wait       once wait() returns, the Future is done
   get_future first            the Future completes without wait(); then()
-  get_future once ended       the Future is done when get_future() returns
   Futures only, as DDP        the Works dropped; callbacks in posting order
   an op nobody waits for      while it is in flight (the peer holds back),
                               the other threads use little CPU
@@ -115,6 +116,23 @@ check(f.done(), "get_future() after wait(): done")
 check_equal(f.value()[0], reduced(1), "get_future() after wait(): its value")
 check_equal(f.then(lambda fut: fut.value()[0] * 2).wait(), reduced(1) * 2, "then() after wait()")
 
+# get_future() once the ops have ended (a later op on the group was waited
+# for; ops end in posting order), with no earlier Future pending on the
+# Completer (nothing has been handed to it yet in this script): the Work
+# completes in get_future(), on this thread, so the Future is done when it
+# is returned. (With an earlier Future's callbacks still to run, it queues
+# behind them instead: the case "behind a slow callback" below. Placed after
+# a case whose Future the Completer completed, this case failed in CI, as
+# the Completer had not yet finished with that one.)
+base, view = strided(12)
+w = dist.all_reduce(view, async_op=True)
+dist.all_reduce(torch.zeros(1, dtype=torch.float64))
+f = w.get_future()
+check(f.done(), "get_future() after the ops ended, Completer idle: done when returned")
+check_equal(f.value()[0], reduced(12), "get_future() after the ops ended: its value")
+check_equal(base[:, 0], reduced(12), "get_future() after the ops ended: the strided view")
+check(w.is_completed(), "get_future() after the ops ended: the Work completed")
+
 # get_future first, then wait(): once wait() returns, the Future is done.
 base, view = strided(8)
 w = dist.all_reduce(view, async_op=True)
@@ -131,19 +149,6 @@ chained = f.then(lambda fut: fut.value()[0].clone())
 check_equal(chained.wait(), reduced(2), "then() before completion: its value")
 check_equal(base[:, 0], reduced(2), "get_future() first: the result is in the strided view")
 check(w.wait() and w.is_completed() and f.done(), "get_future() first: the Work completed too")
-
-# get_future() once the ops have ended (a later op on the group was waited
-# for; ops end in posting order): the Work completes in get_future(), on
-# this thread, so the Future is done when it is returned (it was handed to
-# the Completer's thread, and done some time later).
-base, view = strided(12)
-w = dist.all_reduce(view, async_op=True)
-dist.all_reduce(torch.zeros(1, dtype=torch.float64))
-f = w.get_future()
-check(f.done(), "get_future() after the ops ended: done when returned")
-check_equal(f.value()[0], reduced(12), "get_future() after the ops ended: its value")
-check_equal(base[:, 0], reduced(12), "get_future() after the ops ended: the strided view")
-check(w.is_completed(), "get_future() after the ops ended: the Work completed")
 
 # Futures only, as DDP's reducer does: each Work dropped once its Future is
 # taken. The callbacks run in posting order.
