@@ -8,7 +8,7 @@
 //       [--min_bytes=8] [--max_bytes=64M] [--factor=4] [--fine]
 //       [--warmup=2] [--repetitions=5] [--timeout_s=120] [--json=FILE]
 //       [--backend_options="key=value;..."] [--system_suffix=/label]
-//       [--variant=LABEL:"key=value;..." ...]
+//       [--in_place] [--variant=LABEL:"key=value;..." ...]
 //       [--benchmark_* flags of Google Benchmark]
 //
 // Without a rendezvous in the environment it is its own launcher: for each
@@ -24,6 +24,8 @@
 //   --variant=ring:allreduce_small_max=0
 // gives rows "syncline-ucx/rd" and "syncline-ucx/ring", each the median of
 // its repetitions, with every row's repetitions in "samples_us".
+// --in_place runs allreduce into its own input (torch's all_reduce has no
+// other form): the comparison for the Python path's rows.
 #include <unistd.h>
 
 #include <cstdio>
@@ -84,6 +86,10 @@ bool PrintHelpIfAsked(int argc, char** argv) {
   options.push_back({"--backend_options=\"k=v;...\"", "",
                      "Passed to every backend, e.g. \"allreduce_small_max=0\".", ""});
   options.push_back({"--system_suffix=/LABEL", "", "Appended to the rows' system name.", ""});
+  options.push_back({"--in_place", "",
+                     "Allreduce into its own input, as torch's all_reduce and DDP's "
+                     "buckets do (label the rows with --system_suffix).",
+                     ""});
   options.push_back({"--variant=LABEL:\"k=v;...\"", "",
                      "Repeatable: measure several option sets in one job, their "
                      "repetitions interleaved; rows are named syncline-<backend>/LABEL.",
@@ -98,7 +104,7 @@ bool PrintHelpIfAsked(int argc, char** argv) {
                "[--world_sizes=2] [--ops=LIST] [--dtypes=LIST] [--redop=sum]\n"
                "  [--min_bytes=8] [--max_bytes=64M] [--factor=4] [--fine] [--warmup=2]\n"
                "  [--repetitions=5] [--timeout_s=120] [--json=FILE]\n"
-               "  [--backend_options=\"k=v;...\"] [--system_suffix=/label]\n"
+               "  [--backend_options=\"k=v;...\"] [--system_suffix=/label] [--in_place]\n"
                "  [--variant=LABEL:\"k=v;...\" ...] [--benchmark_*...]\n",
                why.c_str());
   std::exit(2);
@@ -169,6 +175,8 @@ BenchConfig ParseFlags(int argc, char** argv, std::vector<std::string>* rest) {
       config.backend_options = value;
     } else if (key == "--system_suffix") {
       config.system_suffix = value;
+    } else if (key == "--in_place") {
+      config.in_place = true;
     } else if (key == "--variant") {
       const size_t colon = value.find(':');
       if (colon == 0 || colon == std::string::npos)

@@ -42,6 +42,9 @@ struct BenchConfig {
   // "allreduce_small_max=0" to force the UCX backend's ring.
   std::string backend_options;
   std::string system_suffix;  // appended to the system name, e.g. "/ring"
+  // Allreduce into its own input (the output buffer), as torch's all_reduce
+  // and DDP's buckets run; the other ops are unchanged.
+  bool in_place = false;
   // --variant=LABEL:OPTIONS, repeatable: one communicator per backend and
   // variant, its options appended to backend_options and "/LABEL" to its
   // system name. With variants the repetitions are interleaved: per (op,

@@ -40,6 +40,7 @@ struct CaseInfo {
   ReduceOp redop = ReduceOp::kSum;
   int ranks = 1;
   OpLayout layout;
+  bool in_place = false;  // an allreduce whose input is its output
 };
 
 class NcclTableReporter : public benchmark::BenchmarkReporter {

@@ -52,8 +52,14 @@ OPS = ["allreduce", "allgather", "reduce_scatter", "broadcast"]
 SYNCLINE_OWN = ["syncline-gloo", "syncline-ucx"]
 REFERENCES_OWN = ["raw-gloo", "raw-ucx", "torch-gloo", "mpi-shm", "mpi-tcp", "membw-bound"]
 # PyTorch's collectives over the `syncline` process group (torch_gloo.py
-# --backend syncline), against the C++ figure of the same backend.
-PYTHON_PATH = {"torch-syncline-ucx": "syncline-ucx", "torch-syncline-gloo": "syncline-gloo"}
+# --backend syncline), against the C++ figures of the same backend: the
+# comparison's own (allreduce out of place) and, for allreduce, the same
+# benchmark in place ("/in_place", run.sh's syncline_inplace), the only
+# form torch's all_reduce has.
+PYTHON_PATH = {"torch-syncline-ucx": ("syncline-ucx", "syncline-ucx/in_place"),
+               "torch-syncline-gloo": ("syncline-gloo",)}
+# Read for that table only (the others show ALL).
+PYTHON_PATH_REFERENCES = {cpp for cpps in PYTHON_PATH.values() for cpp in cpps}
 BACKENDS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "backends")
 # What this report shows, in this order (set by use_systems()).
 SYNCLINE, REFERENCES, ALL = [], [], []
@@ -242,7 +248,7 @@ def by_system(points, op, ranks):
     """{system: {bytes: point}} for the systems the report shows."""
     result = {}
     for (system, o, n, nbytes), p in points.items():
-        if o == op and n == ranks and system in ALL:
+        if o == op and n == ranks and (system in ALL or system in PYTHON_PATH_REFERENCES):
             result.setdefault(system, {})[nbytes] = p
     return result
 
@@ -404,15 +410,16 @@ def python_path_section(data):
     lines = []
     for op in OPS:
         d = data.get(op, {})
-        for python, cpp in PYTHON_PATH.items():
-            if python not in d or cpp not in d:
-                continue
-            for b in sorted(x for x in d[python] if x >= PYTHON_PATH_FROM):
-                r = spread.ratio(busbw_of(d, python, b), busbw_of(d, cpp, b))
-                if r is None:
+        for python, cpps in PYTHON_PATH.items():
+            for cpp in cpps:
+                if python not in d or cpp not in d:
                     continue
-                lines.append([op, "%s / %s" % (python, cpp), human(b), fmt_ratio(r, False),
-                              met(r, 0.9)])
+                for b in sorted(x for x in d[python] if x >= PYTHON_PATH_FROM):
+                    r = spread.ratio(busbw_of(d, python, b), busbw_of(d, cpp, b))
+                    if r is None:
+                        continue
+                    lines.append([op, "%s / %s" % (python, cpp), human(b),
+                                  fmt_ratio(r, False), met(r, 0.9)])
     if not lines:
         return ""
     return "\n".join(["### PyTorch over `syncline` against Syncline's C++ benchmark (issue 17: "

@@ -39,6 +39,7 @@ BUSBW = {
     ("torch-syncline-ucx", "allreduce", K64): [8.5, 9.5, 9.0],
     ("torch-syncline-ucx", "allreduce", M4): [5.5, 6.0, 6.4],
     ("torch-syncline-ucx", "allgather", K64): [0.3, 0.4, 0.5],
+    ("syncline-ucx/in_place", "allreduce", K64): [6.0, 7.5, 9.0],  # run.sh's --in_place rows
     ("syncline-ucx", "broadcast", 16384): [1.0, 1.0, 1.0],  # below 64 KiB: not judged
     # The mpi backend against raw MPI's blocking and non-blocking collectives.
     ("syncline-mpi", "allreduce", K64): [3.0, 4.0, 5.0],
@@ -179,6 +180,10 @@ class ReportTest(unittest.TestCase):
         self.assertIn(row % ("allreduce", "4 MiB", "1.20 (0.917-1.60)", "yes"), text)
         self.assertIn(row % ("allgather", "64 KiB", "0.200 (0.120-0.500)", "no"), text)
         self.assertNotIn("| broadcast | torch-syncline-ucx", text)
+        # Against the C++ allreduce in place: 9.0/7.5, 8.5/9.0, 9.5/6.0.
+        self.assertIn("| allreduce | torch-syncline-ucx / syncline-ucx/in_place | 64 KiB | "
+                      "1.20 (0.944-1.58) | yes |", text)
+        self.assertNotIn("| syncline-ucx/in_place |", text)  # not a system of the tables
 
     def test_ddp_over_syncline_against_gloo_and_cpp(self):
         with open(os.path.join(self.dir, "ddp_pytorch.json"), "w") as f:

@@ -153,6 +153,10 @@ if [ "$BACKENDS" = gloo,ucx ] && compgen -G "$BUILD/python/syncline_torch/_C*.so
   TORCH_SYNCLINE=(env SYNCLINE_BACKEND=ucx PYTHONPATH="$BUILD/python")
   NAMES+=(torch_syncline)
   CMD[torch_syncline]="${TORCH_SYNCLINE[*]} $PY bench/compare/torch_gloo.py --backend syncline --world_size 2 --min_bytes $MIN --max_bytes $MAX --factor $FACTOR --repetitions $REPS --json "
+  # Its C++ reference for allreduce in place, as torch's all_reduce runs
+  # (rows "syncline-ucx/in_place", compared in the Python path's table only).
+  NAMES+=(syncline_inplace)
+  CMD[syncline_inplace]="$BIN/syncline-bench-collectives --backends=ucx --world_sizes=2 --ops=allreduce --in_place --system_suffix=/in_place ${SIZES[*]} --json="
 fi
 MPIRUN=""
 if [ -x "$BIN/syncline-bench-mpi" ] && command -v mpirun > /dev/null; then
