@@ -62,7 +62,7 @@ void Run(Communicator* comm, absl::StatusOr<std::unique_ptr<Work>> work,
 
 void PostAndWait(Communicator* comm, const CaseInfo& info, void* send, void* recv) {
   const OpLayout& l = info.layout;
-  const BufferView in = View(send, l.send_count, info.dtype);
+  const BufferView in = View(info.in_place ? recv : send, l.send_count, info.dtype);
   const BufferView out = View(recv, l.recv_count, info.dtype);
   switch (info.op) {
     case Op::kAllreduce: {
@@ -102,20 +102,32 @@ double AllreduceScalar(Communicator* comm, double value, ReduceOp op) {
 void RunCase(benchmark::State& state, Communicator* comm, const CaseInfo& info,
              void* send, void* recv, int warmup) {
   const int rank = comm->rank();
-  const bool output_is_input = info.op == Op::kBroadcast && rank == 0;
+  const bool output_is_input = (info.op == Op::kBroadcast && rank == 0) || info.in_place;
   const size_t out_bytes = info.layout.recv_count * DataTypeSize(info.dtype);
-  FillInput(info.op, info.dtype, rank, info.ranks, info.layout,
-            info.op == Op::kBroadcast ? recv : send);
+  auto fill = [&] {
+    FillInput(info.op, info.dtype, rank, info.ranks, info.layout,
+              info.op == Op::kBroadcast || info.in_place ? recv : send);
+  };
+  fill();
   if (!output_is_input) Scribble(recv, out_bytes);
+  // In place, the send buffer must not be read: junk there shows as wrong
+  // elements if it is.
+  if (info.in_place) Scribble(send, out_bytes);
   PostAndWait(comm, info, send, recv);
   int64_t wrong = CountWrong(info.op, info.dtype, info.redop, rank, info.ranks,
                              info.layout, recv);
+  // In place, each op reduces the last one's result: the timed ones run on
+  // zeros (sums cannot grow), the last one on the input again, checked.
+  if (info.in_place) std::memset(recv, 0, out_bytes);
   for (int i = 1; i < warmup; ++i) PostAndWait(comm, info, send, recv);
 
   double total_s = 0;
   int64_t iteration = 0;
   for (auto _ : state) {
-    if (++iteration == state.max_iterations && !output_is_input) Scribble(recv, out_bytes);
+    if (++iteration == state.max_iterations) {
+      if (info.in_place) fill();
+      if (!output_is_input) Scribble(recv, out_bytes);
+    }
     const auto start = std::chrono::steady_clock::now();
     PostAndWait(comm, info, send, recv);
     const double seconds =
@@ -227,6 +239,7 @@ int RunRank(const BenchConfig& config, int* argc, char** argv,
     c.redop = config.redop;
     c.ranks = system.comm->size();
     c.layout = LayoutFor(op, dtype, bytes, system.comm->size());
+    c.in_place = config.in_place && op == Op::kAllreduce;
     const std::string name = c.system + "/n" + std::to_string(c.ranks) + "/" +
                              OpName(op) + "/" + DataTypeName(dtype) + "/" +
                              std::to_string(c.layout.bytes);
