@@ -126,15 +126,23 @@ void RunCase(benchmark::State& state, Communicator* comm, const CaseInfo& info,
   // other benchmark here times its ops (raw_ucx, raw_gloo, mpi_bench,
   // torch_gloo.py): a clock pair and the framework's bookkeeping per op would
   // add their cost to each small op, and, on the peer, delay the next one.
+  // Each timed stretch starts from a barrier, as mpi_bench's does: the refill
+  // before the last op is not the same work on every rank (a broadcast's
+  // root scribbles nothing), and without the barrier the rank that finished
+  // it first counts the others' refill in its last op (for a 64 MiB
+  // broadcast, about a third of a memset of 64 MiB per op; below this
+  // machine's run-to-run spread, 6 interleaved pairs, but not zero).
   using Clock = std::chrono::steady_clock;
   const int64_t iterations = state.max_iterations;
   double total_s = 0;
   while (state.KeepRunningBatch(iterations)) {
+    Run(comm, comm->Barrier(), "barrier before the timed ops");
     const auto batch_start = Clock::now();
     for (int64_t i = 1; i < iterations; ++i) PostAndWait(comm, info, send, recv);
     const auto batch_end = Clock::now();
     if (info.in_place) fill();
     if (!output_is_input) Scribble(recv, out_bytes);
+    Run(comm, comm->Barrier(), "barrier before the last timed op");
     const auto last_start = Clock::now();
     PostAndWait(comm, info, send, recv);
     const auto last_end = Clock::now();
