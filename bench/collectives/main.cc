@@ -6,7 +6,7 @@
 //       [--ops=allreduce,allgather,reduce_scatter,broadcast,alltoall,reduce]
 //       [--dtypes=f32,bf16,...] [--redop=sum|min|max|avg]
 //       [--min_bytes=8] [--max_bytes=64M] [--factor=4] [--fine]
-//       [--warmup=2] [--repetitions=5] [--timeout_s=120] [--json=FILE]
+//       [--warmup=2] [--warmup_ms=20] [--repetitions=5] [--timeout_s=120] [--json=FILE]
 //       [--backend_options="key=value;..."] [--system_suffix=/label]
 //       [--in_place] [--variant=LABEL:"key=value;..." ...]
 //       [--benchmark_* flags of Google Benchmark]
@@ -80,7 +80,7 @@ bool PrintHelpIfAsked(int argc, char** argv) {
   };
   AppendSharedOptions({"min_bytes", "max_bytes", "factor"}, &options);
   options.push_back({"--fine", "", "Sets --factor=2.", ""});
-  AppendSharedOptions({"warmup", "repetitions"}, &options);
+  AppendSharedOptions({"warmup", "warmup_ms", "repetitions"}, &options);
   options.push_back({"--timeout_s=SECONDS", "", "Deadline of every op.", "120"});
   AppendSharedOptions({"json"}, &options);
   options.push_back({"--backend_options=\"k=v;...\"", "",
@@ -103,7 +103,7 @@ bool PrintHelpIfAsked(int argc, char** argv) {
                "usage: syncline-bench-collectives [--backends=gloo,ucx] "
                "[--world_sizes=2] [--ops=LIST] [--dtypes=LIST] [--redop=sum]\n"
                "  [--min_bytes=8] [--max_bytes=64M] [--factor=4] [--fine] [--warmup=2]\n"
-               "  [--repetitions=5] [--timeout_s=120] [--json=FILE]\n"
+               "  [--warmup_ms=20] [--repetitions=5] [--timeout_s=120] [--json=FILE]\n"
                "  [--backend_options=\"k=v;...\"] [--system_suffix=/label] [--in_place]\n"
                "  [--variant=LABEL:\"k=v;...\" ...] [--benchmark_*...]\n",
                why.c_str());
@@ -165,6 +165,8 @@ BenchConfig ParseFlags(int argc, char** argv, std::vector<std::string>* rest) {
       config.sizes.factor = 2;
     } else if (key == "--warmup") {
       config.warmup = std::atoi(value.c_str());
+    } else if (key == "--warmup_ms") {
+      config.warmup_ms = std::atof(value.c_str());
     } else if (key == "--repetitions") {
       config.repetitions = std::atoi(value.c_str());
     } else if (key == "--timeout_s") {

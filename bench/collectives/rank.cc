@@ -100,7 +100,7 @@ double AllreduceScalar(Communicator* comm, double value, ReduceOp op) {
 }
 
 void RunCase(benchmark::State& state, Communicator* comm, const CaseInfo& info,
-             void* send, void* recv, int warmup) {
+             void* send, void* recv, int warmup, double warmup_ms) {
   const int rank = comm->rank();
   const bool output_is_input = (info.op == Op::kBroadcast && rank == 0) || info.in_place;
   const size_t out_bytes = info.layout.recv_count * DataTypeSize(info.dtype);
@@ -120,6 +120,9 @@ void RunCase(benchmark::State& state, Communicator* comm, const CaseInfo& info,
   // zeros (sums cannot grow), the last one on the input again, checked.
   if (info.in_place) std::memset(recv, 0, out_bytes);
   for (int i = 1; i < warmup; ++i) PostAndWait(comm, info, send, recv);
+  WarmFor(
+      warmup_ms, [&] { PostAndWait(comm, info, send, recv); },
+      [&](bool done) { return AllreduceScalar(comm, done ? 1 : 0, ReduceOp::kMin) == 1; });
 
   // The ops are timed in a batch, one clock pair around all but the last and
   // one around the last (whose input is refilled first, untimed), as every
@@ -262,9 +265,10 @@ int RunRank(const BenchConfig& config, int* argc, char** argv,
     void* s = send.get();
     void* r = recv.get();
     const int warmup = std::max(config.warmup, 1);
+    const double warmup_ms = config.warmup_ms;
     auto* b = benchmark::RegisterBenchmark(
-        name.c_str(), [raw, c, s, r, warmup](benchmark::State& state) {
-          RunCase(state, raw, c, s, r, warmup);
+        name.c_str(), [raw, c, s, r, warmup, warmup_ms](benchmark::State& state) {
+          RunCase(state, raw, c, s, r, warmup, warmup_ms);
         });
     b->Iterations(IterationsFor(c.layout.bytes))
         ->Repetitions(interleave ? 1 : repetitions)

@@ -35,6 +35,7 @@ struct BenchConfig {
   SizeSchedule sizes;
   std::vector<int> world_sizes = {2};
   int warmup = 2;       // untimed ops per repetition, the first one checked
+  double warmup_ms = kDefaultWarmupMs;  // then untimed ops for this long (WarmFor)
   int repetitions = 5;  // the median over these is reported
   double timeout_s = 120;
   std::string json;     // rows as JSON ("" for none)

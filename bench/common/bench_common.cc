@@ -1,6 +1,7 @@
 #include "bench/common/bench_common.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -89,6 +90,21 @@ std::vector<size_t> Sizes(const SizeSchedule& schedule) {
 int IterationsFor(size_t bytes) {
   const double iters = kBytesPerRepetition / static_cast<double>(std::max<size_t>(bytes, 1));
   return static_cast<int>(std::clamp(iters, double{kMinIterations}, double{kMaxIterations}));
+}
+
+int64_t WarmFor(double ms, const std::function<void()>& run_op,
+                const std::function<bool(bool)>& all_done) {
+  if (ms <= 0) return 0;
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  int64_t ran = 0;
+  for (int64_t chunk = 1;; chunk *= 2) {
+    for (int64_t i = 0; i < chunk; ++i) run_op();
+    ran += chunk;
+    const double elapsed_ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (all_done(elapsed_ms >= ms)) return ran;
+  }
 }
 
 std::optional<size_t> ParseBytes(const std::string& text) {

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,6 +61,24 @@ std::vector<size_t> Sizes(const SizeSchedule& schedule);
 // Timed iterations per repetition for a message of `bytes`: about 16 MiB of
 // traffic per repetition, at least 3 and at most 100 iterations.
 int IterationsFor(size_t bytes);
+
+// WarmFor()
+//
+// Runs untimed ops until every rank has spent at least `ms` milliseconds in
+// them, so that a timed stretch starts from the machine's steady state: on
+// this VM the ops right after a compute phase (the element-by-element check
+// of the first warm-up, an input fill) run up to twice their steady time for
+// some milliseconds, and a count of warm-ups covers that span at some sizes
+// only. `run_op()` runs one op; `all_done(mine)` is a collective that returns
+// true when every rank passed true. The ops run in chunks of 1, 2, 4, ...
+// with one all_done() after each chunk, so every rank runs the same ops.
+// Returns the ops run; `ms` <= 0 runs none and calls no collective (every
+// rank must pass the same `ms`).
+int64_t WarmFor(double ms, const std::function<void()>& run_op,
+                const std::function<bool(bool)>& all_done);
+
+// Default of the shared --warmup_ms flag.
+inline constexpr double kDefaultWarmupMs = 20;
 
 // ParseBytes()
 //

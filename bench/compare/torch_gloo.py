@@ -6,10 +6,11 @@ Starts `--world_size` processes of this script (subprocess, i.e. fork+exec),
 joined through a FileStore (`file://` init method) on 127.0.0.1 with
 GLOO_SOCKET_IFNAME=lo, one intra-op thread each. For each op and size it
 follows bench/common's rules: the sizes (64 MiB down by 4 to 8 B), about
-16 MiB of traffic per repetition (3 to 100 iterations),
-warm-ups first (the first one checked against the same input formula as the
-C++ benchmarks), and the median over repetitions of the slowest rank's mean
-time. busbw uses nccl-tests' factors.
+16 MiB of traffic per repetition (3 to 100 iterations), warm-ups first
+(the first one checked against the same input formula as the C++
+benchmarks, then untimed ops until every rank has run them for
+--warmup_ms, as bench/common's WarmFor), and the median over repetitions
+of the slowest rank's mean time. busbw uses nccl-tests' factors.
 
   all_reduce  in place (torch has no out-of-place allreduce), sum
   all_gather  into a list of world_size tensors (gloo has no
@@ -27,7 +28,7 @@ collectives over Syncline.
 Usage: torch_gloo.py [--world_size 2] [--ops allreduce,allgather,broadcast]
            [--backend gloo|syncline] [--allgather_outputs chunks|separate]
            [--min_bytes 8] [--max_bytes 64M] [--factor 4] [--warmup 2]
-           [--repetitions 5] [--json FILE]
+           [--warmup_ms 20] [--repetitions 5] [--json FILE]
 """
 import argparse
 import json
@@ -126,6 +127,7 @@ def run_rank(args):
                 # Timed ops run on zeros so in-place sums cannot grow.
                 for _ in range(args.warmup - 1):
                     once(work)
+                warm_for(args.warmup_ms, lambda: once(work), torch, dist)
                 iters = iterations_for(count * 4)
                 start = time.perf_counter()
                 for _ in range(iters):
@@ -155,6 +157,24 @@ def run_rank(args):
     return 1 if any(r["wrong"] for r in rows) else 0
 
 
+def warm_for(ms, run_op, torch, dist):
+    """Untimed ops until every rank has run them for `ms` milliseconds, in
+    chunks of 1, 2, 4, ... with an agreement (a MIN all_reduce) after each:
+    bench/common's WarmFor."""
+    if ms <= 0:
+        return
+    start = time.perf_counter()
+    chunk = 1
+    while True:
+        for _ in range(chunk):
+            run_op()
+        done = torch.tensor([1 if (time.perf_counter() - start) * 1e3 >= ms else 0])
+        dist.all_reduce(done, op=dist.ReduceOp.MIN)
+        if int(done.item()) == 1:
+            return
+        chunk *= 2
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--world_size", type=int, default=2)
@@ -163,6 +183,7 @@ def main():
     p.add_argument("--max_bytes", type=parse_bytes, default=64 << 20)
     p.add_argument("--factor", type=int, default=4)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--warmup_ms", type=float, default=20)
     p.add_argument("--repetitions", type=int, default=5)
     p.add_argument("--json", default="")
     p.add_argument("--backend", choices=["gloo", "syncline"], default="gloo")

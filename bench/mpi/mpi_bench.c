@@ -9,14 +9,15 @@
  *       syncline-bench-mpi --system=mpi-tcp
  * It follows bench/common's rules in C: sizes from max down by a factor to
  * min (both included), about 16 MiB per repetition (3 to 100
- * iterations), warm-ups first (the first one checked), the median over
+ * iterations), warm-ups first (the first one checked, then untimed ops
+ * until every rank has run them for --warmup_ms), the median over
  * repetitions of the slowest rank's mean time, nccl-tests' columns and bus
  * factors, and rows as JSON (--json, written by rank 0).
  *
  * Usage: syncline-bench-mpi [--system=mpi]
  *            [--ops=allreduce,allgather,broadcast,reduce_scatter]
  *            [--min_bytes=8] [--max_bytes=64M] [--factor=4] [--warmup=2]
- *            [--repetitions=5] [--json=FILE] [--nonblocking]
+ *            [--warmup_ms=20] [--repetitions=5] [--json=FILE] [--nonblocking]
  * --nonblocking runs MPI_Iallreduce, MPI_Iallgather, MPI_Ibcast and
  * MPI_Ireduce_scatter_block, each followed by MPI_Wait. */
 #include <mpi.h>
@@ -33,6 +34,7 @@ struct Flags {
   int ops[kNumOps];
   size_t min_bytes, max_bytes;
   int factor, warmup, repetitions;
+  double warmup_ms;
   const char* json;
   int nonblocking;
 };
@@ -131,13 +133,29 @@ static long CountWrong(int op, int rank, int n, const float* recv, size_t count)
   return wrong;
 }
 
+/* Untimed ops until every rank has run them for `ms` milliseconds, in chunks
+ * of 1, 2, 4, ... with an agreement after each (bench/common's WarmFor): the
+ * ops right after a compute phase (the check above) run slower for some
+ * milliseconds on this VM. */
+static void WarmFor(double ms, int op, float* send, float* recv, size_t count, int n) {
+  if (ms <= 0) return;
+  double start = MPI_Wtime();
+  for (long chunk = 1;; chunk *= 2) {
+    for (long i = 0; i < chunk; ++i) RunOp(op, send, recv, count, n);
+    int done = (MPI_Wtime() - start) * 1e3 >= ms, all = 0;
+    MPI_Allreduce(&done, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all) return;
+  }
+}
+
 /* --help, rendered once in the layout that tools/cli gives the C++ programs
  * (a C program cannot link it); tests/tools/help_test checks its usage line
  * and options as it checks theirs. */
 static const char kHelp[] =
     "usage: syncline-bench-mpi [-h] [--system=NAME] [--ops=LIST] [--min_bytes=BYTES]\n"
     "                         [--max_bytes=BYTES] [--factor=N] [--warmup=N]\n"
-    "                         [--repetitions=N] [--json=FILE] [--nonblocking]\n"
+    "                         [--warmup_ms=MS] [--repetitions=N] [--json=FILE]\n"
+    "                         [--nonblocking]\n"
     "\n"
     "OpenMPI's allreduce, allgather, broadcast and reduce_scatter, the reference for\n"
     "Syncline on one host, following bench/common's rules (sizes, iterations,\n"
@@ -155,6 +173,8 @@ static const char kHelp[] =
     "                        (default: 4)\n"
     "  --warmup=N            Untimed ops per repetition; the first one is checked.\n"
     "                        (default: 2)\n"
+    "  --warmup_ms=MS        Then untimed ops until every rank has run them for MS\n"
+    "                        milliseconds (0: none). (default: 20)\n"
     "  --repetitions=N       Repetitions per row; the row is their median. (default:\n"
     "                        5)\n"
     "  --json=FILE           Also write every row to FILE as JSON.\n"
@@ -179,6 +199,7 @@ static void ParseFlags(int argc, char** argv, struct Flags* f) {
   f->max_bytes = (size_t)64 << 20;
   f->factor = 4;
   f->warmup = 2;
+  f->warmup_ms = 20;
   f->repetitions = 5;
   f->json = NULL;
   f->nonblocking = 0;
@@ -189,6 +210,7 @@ static void ParseFlags(int argc, char** argv, struct Flags* f) {
     else if (!strncmp(a, "--max_bytes=", 12)) f->max_bytes = ParseBytes(a + 12);
     else if (!strncmp(a, "--factor=", 9)) f->factor = atoi(a + 9);
     else if (!strncmp(a, "--warmup=", 9)) f->warmup = atoi(a + 9);
+    else if (!strncmp(a, "--warmup_ms=", 12)) f->warmup_ms = atof(a + 12);
     else if (!strncmp(a, "--repetitions=", 14)) f->repetitions = atoi(a + 14);
     else if (!strncmp(a, "--json=", 7)) f->json = a + 7;
     else if (!strcmp(a, "--nonblocking")) f->nonblocking = 1;
@@ -260,6 +282,7 @@ int main(int argc, char** argv) {
         RunOp(op, send, recv, count, n);
         wrong += CountWrong(op, rank, n, recv, count);
         for (int w = 1; w < f.warmup; ++w) RunOp(op, send, recv, count, n);
+        WarmFor(f.warmup_ms, op, send, recv, count, n);
         MPI_Barrier(MPI_COMM_WORLD);
         double start = MPI_Wtime();
         for (int it = 0; it < iters; ++it) RunOp(op, send, recv, count, n);

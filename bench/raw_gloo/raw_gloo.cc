@@ -13,7 +13,7 @@
 // Usage:
 //   syncline-bench-raw-gloo [--world_size=2] [--ops=allreduce,allgather,broadcast]
 //       [--min_bytes=8] [--max_bytes=64M] [--factor=4] [--warmup=2]
-//       [--repetitions=5] [--json=FILE]
+//       [--warmup_ms=20] [--repetitions=5] [--json=FILE]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,6 +43,7 @@ struct Flags {
   std::vector<Op> ops = {Op::kAllreduce, Op::kAllgather, Op::kBroadcast};
   SizeSchedule sizes;
   int warmup = 2;
+  double warmup_ms = kDefaultWarmupMs;
   int repetitions = 5;
   std::string json;
   int rank = -1;          // set in the rank processes
@@ -62,7 +63,8 @@ bool PrintHelpIfAsked(int argc, char** argv) {
       {"--ops=LIST", "", "Of allreduce, allgather, broadcast.",
        "allreduce,allgather,broadcast"},
   };
-  AppendSharedOptions({"min_bytes", "max_bytes", "factor", "warmup", "repetitions", "json"},
+  AppendSharedOptions({"min_bytes", "max_bytes", "factor", "warmup", "warmup_ms", "repetitions",
+                       "json"},
                       &options);
   return cli::PrintHelpIfAsked(argc, argv, usage, options);
 }
@@ -95,6 +97,8 @@ Flags ParseFlags(int argc, char** argv) {
       flags.sizes.factor = std::atoi(value.c_str());
     } else if (key == "--warmup") {
       flags.warmup = std::max(1, std::atoi(value.c_str()));
+    } else if (key == "--warmup_ms") {
+      flags.warmup_ms = std::atof(value.c_str());
     } else if (key == "--repetitions") {
       flags.repetitions = std::max(1, std::atoi(value.c_str()));
     } else if (key == "--json") {
@@ -229,6 +233,9 @@ int RunRank(const Flags& flags) {
         gloo.Run(op, send.data(), recv.data(), count);
         wrong += CountWrong(op, flags.rank, n, recv.data(), count);
         for (int w = 1; w < flags.warmup; ++w) gloo.Run(op, send.data(), recv.data(), count);
+        WarmFor(
+            flags.warmup_ms, [&] { gloo.Run(op, send.data(), recv.data(), count); },
+            [&](bool done) { return gloo.Max({done ? 0.0 : 1.0})[0] == 0; });
         const auto start = std::chrono::steady_clock::now();
         for (int it = 0; it < iters; ++it) gloo.Run(op, send.data(), recv.data(), count);
         rep_us.push_back(std::chrono::duration<double, std::micro>(

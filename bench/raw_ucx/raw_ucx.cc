@@ -27,7 +27,7 @@
 // Usage:
 //   syncline-bench-raw-ucx [--ops=allreduce,allgather,reduce_scatter,broadcast]
 //       [--min_bytes=8] [--max_bytes=64M] [--factor=4] [--warmup=2]
-//       [--repetitions=5] [--json=FILE]
+//       [--warmup_ms=20] [--repetitions=5] [--json=FILE]
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <ucp/api/ucp.h>
@@ -54,6 +54,7 @@ struct Flags {
                          Op::kBroadcast};
   SizeSchedule sizes;
   int warmup = 2;
+  double warmup_ms = kDefaultWarmupMs;
   int repetitions = 5;
   std::string json;
 };
@@ -71,7 +72,8 @@ bool PrintHelpIfAsked(int argc, char** argv) {
   std::vector<cli::Option> options = {
       {"--ops=LIST", "", "Of allreduce, allgather, reduce_scatter, broadcast.",
        "allreduce,allgather,reduce_scatter,broadcast"}};
-  AppendSharedOptions({"min_bytes", "max_bytes", "factor", "warmup", "repetitions", "json"},
+  AppendSharedOptions({"min_bytes", "max_bytes", "factor", "warmup", "warmup_ms", "repetitions",
+                       "json"},
                       &options);
   return cli::PrintHelpIfAsked(argc, argv, usage, options);
 }
@@ -105,6 +107,8 @@ Flags ParseFlags(int argc, char** argv) {
       flags.sizes.factor = std::max(2, std::atoi(value.c_str()));
     } else if (key == "--warmup") {
       flags.warmup = std::max(1, std::atoi(value.c_str()));
+    } else if (key == "--warmup_ms") {
+      flags.warmup_ms = std::atof(value.c_str());
     } else if (key == "--repetitions") {
       flags.repetitions = std::max(1, std::atoi(value.c_str()));
     } else if (key == "--json") {
@@ -113,7 +117,7 @@ Flags ParseFlags(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: syncline-bench-raw-ucx "
                    "[--ops=allreduce,allgather,reduce_scatter,broadcast] [--min_bytes=8] "
-                   "[--max_bytes=64M] [--factor=4] [--warmup=2] [--repetitions=5] "
+                   "[--max_bytes=64M] [--factor=4] [--warmup=2] [--warmup_ms=20] [--repetitions=5] "
                    "[--json=FILE]\n");
       std::exit(2);
     }
@@ -395,6 +399,14 @@ std::vector<Row> Run(Peer& peer, const Flags& flags) {
         // only its warm-up is checked.
         const bool check_last = rep == flags.repetitions - 1 && op != Op::kAllreduce;
         if (check_last) Prepare(op, peer.rank(), n, b);
+        WarmFor(
+            flags.warmup_ms, [&] { RunOp(peer, op, n, b); },
+            [&](bool done) {
+              char mine = done, other = 0;
+              WriteAll(peer.sock(), &mine, 1);
+              ReadAll(peer.sock(), &other, 1);
+              return mine && other;
+            });
         const auto start = std::chrono::steady_clock::now();
         for (int it = 0; it < iters; ++it) RunOp(peer, op, n, b);
         double mine = SecondsSince(start) / iters;
