@@ -116,43 +116,38 @@ void RunCase(benchmark::State& state, Communicator* comm, const CaseInfo& info,
   PostAndWait(comm, info, send, recv);
   int64_t wrong = CountWrong(info.op, info.dtype, info.redop, rank, info.ranks,
                              info.layout, recv);
-  // In place, each op reduces the last one's result: the timed ones run on
-  // zeros (sums cannot grow), the last one on the input again, checked.
+  // In place, each op reduces the last one's result: the warm-up and timed
+  // ops run on zeros (sums cannot grow), the checked op after them on the
+  // input again.
   if (info.in_place) std::memset(recv, 0, out_bytes);
   for (int i = 1; i < warmup; ++i) PostAndWait(comm, info, send, recv);
   WarmFor(
       warmup_ms, [&] { PostAndWait(comm, info, send, recv); },
       [&](bool done) { return AllreduceScalar(comm, done ? 1 : 0, ReduceOp::kMin) == 1; });
 
-  // The ops are timed in a batch, one clock pair around all but the last and
-  // one around the last (whose input is refilled first, untimed), as every
-  // other benchmark here times its ops (raw_ucx, raw_gloo, mpi_bench,
-  // torch_gloo.py): a clock pair and the framework's bookkeeping per op would
-  // add their cost to each small op, and, on the peer, delay the next one.
-  // Each timed stretch starts from a barrier, as mpi_bench's does: the refill
-  // before the last op is not the same work on every rank (a broadcast's
-  // root scribbles nothing), and without the barrier the rank that finished
-  // it first counts the others' refill in its last op (for a 64 MiB
-  // broadcast, about a third of a memset of 64 MiB per op; below this
-  // machine's run-to-run spread, 6 interleaved pairs, but not zero).
+  // The ops are timed in one batch from a barrier, as every other benchmark
+  // here times its ops (raw_ucx, raw_gloo, mpi_bench, torch_gloo.py): a clock
+  // pair and the framework's bookkeeping per op would add their cost to each
+  // small op and, on the peer, delay the next one; and work between timed
+  // ops (a refill, a scribble) is a compute phase, after which this VM runs
+  // the next ops slower for a while (WarmFor). The barrier keeps a rank that
+  // left the warm-up first from counting the others' lag.
   using Clock = std::chrono::steady_clock;
   const int64_t iterations = state.max_iterations;
   double total_s = 0;
   while (state.KeepRunningBatch(iterations)) {
     Run(comm, comm->Barrier(), "barrier before the timed ops");
-    const auto batch_start = Clock::now();
-    for (int64_t i = 1; i < iterations; ++i) PostAndWait(comm, info, send, recv);
-    const auto batch_end = Clock::now();
-    if (info.in_place) fill();
-    if (!output_is_input) Scribble(recv, out_bytes);
-    Run(comm, comm->Barrier(), "barrier before the last timed op");
-    const auto last_start = Clock::now();
-    PostAndWait(comm, info, send, recv);
-    const auto last_end = Clock::now();
-    total_s = std::chrono::duration<double>((batch_end - batch_start) + (last_end - last_start))
-                  .count();
+    const auto start = Clock::now();
+    for (int64_t i = 0; i < iterations; ++i) PostAndWait(comm, info, send, recv);
+    total_s = std::chrono::duration<double>(Clock::now() - start).count();
     state.SetIterationTime(total_s);
   }
+  // Then, untimed, one more op from a scribbled output (in place: from the
+  // input again), checked: the timed ops are the same calls on the same
+  // buffers.
+  if (info.in_place) fill();
+  if (!output_is_input) Scribble(recv, out_bytes);
+  PostAndWait(comm, info, send, recv);
   wrong += CountWrong(info.op, info.dtype, info.redop, rank, info.ranks, info.layout, recv);
 
   const double mean_us = total_s * 1e6 / static_cast<double>(std::max<int64_t>(iterations, 1));
