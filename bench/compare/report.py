@@ -404,6 +404,60 @@ def issue18_section(data, raw_dir):
                       "", table(["target", "size", "measured", "met"], lines), ""])
 
 
+ISSUE16_FROM = 64 << 10  # bytes; issue 16's busbw target holds from here up
+
+
+def per_round(samples, system, op, key):
+    """{bytes: {round: sample[key]}} of one system's op, 2 ranks or more."""
+    out = {}
+    for r in samples:
+        if r["system"] == system and r["op"] == op:
+            out.setdefault(r["bytes"], {})[r["round"]] = r[key]
+    return out
+
+
+def issue16_section(samples):
+    """Issue 16's targets for the mpi backend, each round's syncline-mpi
+    against the same round's mpi-shm (both measured in it, so a change of
+    the machine between rounds hits both): busbw within 5 % from 64 KiB up,
+    and at most 1 us added to the smallest allreduce. Met: every round on
+    the target's side; no: every round on the other side; unclear otherwise."""
+    lines = []
+    for op in OPS:
+        mine = per_round(samples, "syncline-mpi", op, "busbw")
+        ref = per_round(samples, "mpi-shm", op, "busbw")
+        for b in sorted(x for x in mine if x >= ISSUE16_FROM and x in ref):
+            ratios = [mine[b][k] / ref[b][k] for k in sorted(mine[b])
+                      if k in ref[b] and ref[b][k] > 0]
+            if not ratios:
+                continue
+            s = spread.summarize(ratios)
+            ok = sum(1 for x in ratios if x >= 0.95)
+            lines.append(["%s: syncline-mpi / mpi-shm busbw >= 0.95" % op, human(b),
+                          "%s (%s-%s), %d of %d rounds" % (fmt(s["median"]), fmt(s["min"]),
+                                                          fmt(s["max"]), ok, len(ratios)),
+                          "yes" if ok == len(ratios) else "no" if ok == 0 else "unclear"])
+    mine = per_round(samples, "syncline-mpi", "allreduce", "time_us")
+    ref = per_round(samples, "mpi-shm", "allreduce", "time_us")
+    both = sorted(set(mine) & set(ref))
+    if both:
+        b = both[0]
+        added = [mine[b][k] - ref[b][k] for k in sorted(mine[b]) if k in ref[b]]
+        if added:
+            s = spread.summarize(added)
+            ok = sum(1 for x in added if x <= 1.0)
+            lines.append(["allreduce: time syncline-mpi adds to mpi-shm <= 1 us", human(b),
+                          "%.2f us (%.2f-%.2f), %d of %d rounds" % (s["median"], s["min"],
+                                                                    s["max"], ok, len(added)),
+                          "yes" if ok == len(added) else "no" if ok == 0 else "unclear"])
+    if not lines:
+        return ""
+    return "\n".join(["### Issue 16's targets for the mpi backend (2 ranks; paired by round: "
+                      "each round's syncline-mpi against the same round's mpi-shm, median "
+                      "(min-max) and the rounds on the target's side; met: every round, no: "
+                      "none)", "", table(["target", "size", "measured", "met"], lines), ""])
+
+
 def python_path_section(data):
     """Issue 17: PyTorch's collectives over `syncline` within 10% of
     Syncline's C++ benchmark on the same backend, from 64 KiB up."""
@@ -770,6 +824,7 @@ def main():
     parts.append(targets_section(data))
     parts.append(consistency_section(load_standalone(args.raw, args.ranks), data))
     parts.append(python_path_section(data))
+    parts.append(issue16_section(samples))
     parts.append(issue18_section(data, args.raw))
     parts.append(ddp_section(args.raw))
     missing = [s for s in ALL if not any(s in data[op] for op in OPS)]

@@ -288,6 +288,45 @@ class ReportTest(unittest.TestCase):
         self.assertTargets(text, [("allreduce latency, syncline-ucx, median <= 1.0 us",
                                    "64 KiB", "11.11 us (10.00-12.50)", "no")])
 
+    def test_issue16_targets_paired_by_round(self):
+        busbw = dict(BUSBW)
+        busbw.update({
+            # Every round within 5 %: met.
+            ("syncline-mpi", "allgather", M4): [2.0, 2.9, 4.0],
+            ("mpi-shm", "allgather", M4): [2.0, 3.0, 4.0],
+            # Every round below 0.95 (the rounds' ratios 1/3, 1/4, 4.5/5):
+            # not met.
+            ("syncline-mpi", "allgather", K64): [1.0, 1.0, 4.5],
+            ("syncline-mpi", "broadcast", 16384): [1.0, 1.0, 1.0],  # below 64 KiB
+            ("mpi-shm", "broadcast", 16384): [2.0, 2.0, 2.0],
+        })
+        result, text, _, _ = self.run_report(QUIET, busbw=busbw)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("### Issue 16's targets for the mpi backend", text)
+        # Worked by hand, round by round. allreduce at 64 KiB: 3/5, 4/4,
+        # 5/6 = 0.6, 1.0, 0.833: median 0.833, 1 round at least 0.95.
+        self.assertTargets(text, [
+            ("allreduce: syncline-mpi / mpi-shm busbw >= 0.95", "64 KiB",
+             "0.833 (0.600-1.00), 1 of 3 rounds", "unclear"),
+            ("allgather: syncline-mpi / mpi-shm busbw >= 0.95", "4 MiB",
+             "1.00 (0.967-1.00), 3 of 3 rounds", "yes"),
+            ("allgather: syncline-mpi / mpi-shm busbw >= 0.95", "64 KiB",
+             "0.333 (0.250-0.900), 0 of 3 rounds", "no"),
+        ])
+        self.assertNotIn("broadcast: syncline-mpi", text)
+        # The smallest allreduce both have (64 KiB here), time = 100/busbw:
+        # syncline-mpi 33.33, 25, 20 us; mpi-shm 20, 25, 16.67 us; added
+        # 13.33, 0, 3.33: median 3.33, 1 round at most 1 us.
+        self.assertTargets(text, [
+            ("allreduce: time syncline-mpi adds to mpi-shm <= 1 us", "64 KiB",
+             "3.33 us (0.00-13.33), 1 of 3 rounds", "unclear")])
+        # Every round over 1 us: not met.
+        busbw[("syncline-mpi", "allreduce", K64)] = [2.0, 2.0, 2.0]
+        _, text, _, _ = self.run_report(QUIET, busbw=busbw)
+        self.assertTargets(text, [
+            ("allreduce: time syncline-mpi adds to mpi-shm <= 1 us", "64 KiB",
+             "30.00 us (25.00-33.33), 0 of 3 rounds", "no")])
+
     def write_ddp_rounds(self, rounds):
         """round-N/ddp_pytorch.json and ddp_ucx.json for each (torch doc, C++ ratio)."""
         for i, (doc, ucx) in enumerate(rounds):
