@@ -1,5 +1,6 @@
 #include "communicator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -142,6 +143,7 @@ Communicator::Communicator(std::shared_ptr<CommState> state, int64_t timeout_ms)
 void Communicator::Progress() {
   constexpr size_t kBatch = 64;  // the oldest ops: later collectives wait on them
   std::vector<std::shared_ptr<Request>> batch;
+  auto idle = kProgressIdleMin;
   std::unique_lock<std::mutex> stop(stop_mu_);
   while (!stopping_) {
     batch.clear();
@@ -153,9 +155,14 @@ void Communicator::Progress() {
       }
     }
     if (batch.empty()) {
-      stop_cv_.wait_for(stop, std::chrono::milliseconds(1));
+      // Nothing to drive: no op, or a thread waits and drives MPI itself.
+      // Each wake-up takes a core from the ranks (2 ranks on 2 cores here),
+      // so the sleeps double while there is nothing, up to kProgressIdleMax.
+      stop_cv_.wait_for(stop, idle);
+      idle = std::min(idle * 2, kProgressIdleMax);
       continue;
     }
+    idle = kProgressIdleMin;
     stop.unlock();
     for (const auto& request : batch) request->Advance();
     std::this_thread::sleep_for(std::chrono::microseconds(20));
