@@ -223,11 +223,23 @@ TEST_P(FaultTest, AbortFailsPendingOpsAndUnblocksWaiters) {
   run.timeout = absl::Seconds(90);
   auto results = RunRanks(
       GetParam().world_size,
-      [&](int rank, int) {
+      [&](int rank, int size) {
         auto comm = Connect(backend);
         ASSERT_NE(comm, nullptr);
         std::shared_ptr<Store> job = ConnectJobStore();
         ASSERT_NE(job, nullptr);
+        // Every rank has its communicator before rank 0 aborts its own: when
+        // Create returns on rank 0, the others may still be in their own
+        // handshake (over UCX, ranks 1 and 2 with each other), and an abort
+        // then fails their creation instead of their op ("peers died during
+        // the hello: rank 0", seen once in CI).
+        if (rank != 0) {
+          ASSERT_TRUE(job->Set(absl::StrCat("fault_test/created/", rank), "1").ok());
+        } else {
+          std::vector<std::string> created;
+          for (int r = 1; r < size; ++r) created.push_back(absl::StrCat("fault_test/created/", r));
+          ASSERT_TRUE(job->Wait(created, absl::Seconds(60)).ok());
+        }
         std::vector<float> data(1001, 1.0f);
         if (rank != 0) {
           // Arrive late: rank 0 has aborted and destroyed its communicator
