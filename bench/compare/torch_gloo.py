@@ -104,12 +104,7 @@ def run_rank(args):
             work = torch.zeros(block)
 
             def once(buf):
-                if op == "allreduce":
-                    dist.all_reduce(buf)
-                elif op == "allgather":
-                    dist.all_gather(outs, buf)
-                else:
-                    dist.broadcast(buf, 0)
+                call_op(dist, op, buf, outs)
 
             wrong = 0
             reps = []
@@ -155,6 +150,18 @@ def run_rank(args):
             json.dump({"program": "torch_gloo.py", "torch": torch.__version__,
                        "rows": rows}, f, indent=1)
     return 1 if any(r["wrong"] for r in rows) else 0
+
+
+def call_op(dist, op, buf, outs):
+    """One call as every script here times it: all_reduce of `buf` in
+    place, all_gather of `buf` into the tensors `outs`, or broadcast of
+    `buf` from rank 0."""
+    if op == "allreduce":
+        dist.all_reduce(buf)
+    elif op == "allgather":
+        dist.all_gather(outs, buf)
+    else:
+        dist.broadcast(buf, 0)
 
 
 def warm_for(ms, run_op, torch, dist):
