@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 
-from torch_gloo import call_op, launch_ranks, warm_for
+from torch_gloo import add_rank_arguments, call_op, launch_ranks, warm_for
 
 GROUPS = ("torch+Python", "syncline_torch", "core", "backend", "transport", "kernel",
           "libc", "other")
@@ -86,6 +86,31 @@ def parse_dso_report(text):
     return {g: (counts[g] / total if total else 0.0) for g in GROUPS}, total
 
 
+def write_file(path, text):
+    """`text` into `path`, whole or not at all (a rename), for the parent
+    that polls for it."""
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.rename(path + ".tmp", path)
+
+
+def wait_for_file(path, ranks, what, seconds=600):
+    """Returns `path`'s text once a rank has written it; exits with a message
+    if the ranks end first or it takes longer than `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        if ranks.poll() is not None:
+            sys.exit("python_profile: the ranks ended (exit %d) before %s" %
+                     (ranks.returncode, what))
+        if time.monotonic() > deadline:
+            ranks.kill()
+            sys.exit("python_profile: no %s after %d s; the ranks were stopped" %
+                     (what, seconds))
+        time.sleep(0.01)
+    with open(path) as f:
+        return f.read()
+
+
 def run_rank(args):
     import torch
     import torch.distributed as dist
@@ -116,8 +141,7 @@ def run_rank(args):
             dist.broadcast(planned, 0)
             tag = "%s.%d" % (op, count * 4)
             if args.rank == 0:
-                with open(os.path.join(args.dir, tag + ".ready"), "w") as f:
-                    f.write(str(os.getpid()))
+                write_file(os.path.join(args.dir, tag + ".ready"), str(os.getpid()))
                 go = os.path.join(args.dir, tag + ".go")
                 while not os.path.exists(go):
                     time.sleep(0.01)
@@ -128,11 +152,11 @@ def run_rank(args):
             us = torch.tensor([(time.perf_counter() - start) * 1e6 / planned.item()],
                               dtype=torch.float64)
             if args.rank == 0:  # perf stops here, before the result's exchange
-                open(os.path.join(args.dir, tag + ".done"), "w").close()
+                write_file(os.path.join(args.dir, tag + ".done"), "")
             dist.all_reduce(us, op=dist.ReduceOp.MAX)
             if args.rank == 0:
-                with open(os.path.join(args.dir, tag + ".us"), "w") as f:
-                    f.write("%.4f %d" % (us.item(), planned.item()))
+                write_file(os.path.join(args.dir, tag + ".us"),
+                           "%.4f %d" % (us.item(), planned.item()))
     dist.destroy_process_group()
     return 0
 
@@ -148,14 +172,8 @@ def profile(args, folder):
         for nbytes in [int(s) for s in args.sizes.split(",")]:
             count = max(nbytes // 4, 2)
             tag = "%s.%d" % (op, count * 4)
-            ready = os.path.join(folder, tag + ".ready")
-            while not os.path.exists(ready):
-                if ranks.poll() is not None:
-                    sys.exit("python_profile: the ranks ended (%d) before %s" %
-                             (ranks.returncode, tag))
-                time.sleep(0.01)
-            time.sleep(0.05)  # the pid is written
-            pid = open(ready).read().strip()
+            pid = wait_for_file(os.path.join(folder, tag + ".ready"), ranks,
+                                "start of " + tag).strip()
             data = os.path.join(folder, tag + ".perf")
             perf = subprocess.Popen(["perf", "record", "-q", "-F", str(args.freq), "-p", pid,
                                      "-o", data], stdout=subprocess.DEVNULL,
@@ -166,14 +184,13 @@ def profile(args, folder):
                 sys.exit("python_profile: perf record failed: %s (perf_event_paranoid "
                          "at most 1, or root, is needed)" % perf.stderr.read().decode())
             open(os.path.join(folder, tag + ".go"), "w").close()
-            while not os.path.exists(os.path.join(folder, tag + ".done")):
-                time.sleep(0.01)
-            perf.send_signal(signal.SIGINT)
-            perf.wait(timeout=60)
-            while not os.path.exists(os.path.join(folder, tag + ".us")):
-                time.sleep(0.01)
-            time.sleep(0.05)
-            us, calls = open(os.path.join(folder, tag + ".us")).read().split()
+            try:
+                wait_for_file(os.path.join(folder, tag + ".done"), ranks, "end of " + tag)
+            finally:
+                perf.send_signal(signal.SIGINT)
+                perf.wait(timeout=60)
+            us, calls = wait_for_file(os.path.join(folder, tag + ".us"), ranks,
+                                      "time of " + tag).split()
             report = subprocess.run(["perf", "report", "-i", data, "--sort", "dso", "-n",
                                      "--stdio"], stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, universal_newlines=True).stdout
@@ -200,8 +217,7 @@ def main():
     p.add_argument("--json", default="")
     p.add_argument("--dir", default="", help=argparse.SUPPRESS)
     p.add_argument("--launch", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
-    p.add_argument("--store", default="", help=argparse.SUPPRESS)
+    add_rank_arguments(p)
     args = p.parse_args()
     if args.rank >= 0:
         return run_rank(args)

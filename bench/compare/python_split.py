@@ -32,7 +32,7 @@ import statistics
 import sys
 import time
 
-from torch_gloo import launch_ranks
+from torch_gloo import add_rank_arguments, launch_ranks
 
 VARIANTS = ("mock", "gloo", "sl_dist", "sl_direct")
 
@@ -133,8 +133,7 @@ def main():
     p.add_argument("--iters", type=int, default=400)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--json", default="")
-    p.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
-    p.add_argument("--store", default="", help=argparse.SUPPRESS)
+    add_rank_arguments(p)
     args = p.parse_args()
     if args.rank >= 0:
         return run_rank(args)

@@ -195,8 +195,7 @@ def main():
     p.add_argument("--json", default="")
     p.add_argument("--backend", choices=["gloo", "syncline"], default="gloo")
     p.add_argument("--allgather_outputs", choices=["chunks", "separate"], default="chunks")
-    p.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
-    p.add_argument("--store", default="", help=argparse.SUPPRESS)
+    add_rank_arguments(p)
     args = p.parse_args()
     if args.rank >= 0:
         return run_rank(args)
@@ -204,6 +203,12 @@ def main():
           "algbw, busbw GB/s, #wrong, op)" % (system_name(args.backend), args.world_size),
           flush=True)
     return launch_ranks(os.path.abspath(__file__), sys.argv[1:], args.world_size)
+
+
+def add_rank_arguments(parser):
+    """The hidden --rank and --store that launch_ranks() gives each rank."""
+    parser.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
+    parser.add_argument("--store", default="", help=argparse.SUPPRESS)
 
 
 def launch_ranks(script, argv, world_size):
