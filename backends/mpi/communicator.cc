@@ -151,13 +151,16 @@ void Communicator::Progress() {
       std::lock_guard<std::mutex> lock(state_->mu);
       for (const auto& request : state_->pending) {
         if (batch.size() == kBatch) break;
-        if (!request->done()) batch.push_back(request);
+        if (request->done()) continue;
+        if (request->SeenByProgress()) batch.push_back(request);
       }
     }
     if (batch.empty()) {
-      // Nothing to drive: no op, or a thread waits and drives MPI itself.
+      // Nothing to drive: no op, or a thread waits and drives MPI itself,
+      // or the ops were just posted (their waiter is likely on its way).
       // Each wake-up takes a core from the ranks (2 ranks on 2 cores here),
-      // so the sleeps double while there is nothing, up to kProgressIdleMax.
+      // so the sleeps double while there is nothing, up to kProgressIdleMax,
+      // also in a loop of ops each waited on at once.
       stop_cv_.wait_for(stop, idle);
       idle = std::min(idle * 2, kProgressIdleMax);
       continue;

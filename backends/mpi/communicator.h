@@ -46,6 +46,13 @@ namespace syncline::mpi_backend {
 // after a quiet spell and not waited on is picked up within that much.
 // Waking every 1 ms instead cost 6-9 % of a 1-4 MiB allgather here (README.md,
 // "The progress thread's wake-ups").
+// It drives only ops it already found unfinished at an earlier wake-up
+// (Request::SeenByProgress), and backs off while it finds only new ones: an
+// op caught between its post and its wait (the usual case in a loop of
+// post-then-wait) is left to its waiter, instead of a wake-up taking a core
+// from the ranks for it (about once a millisecond in such loops: README.md,
+// "The progress thread's wake-ups"). An op nobody waits on is driven within
+// twice kProgressIdleMax.
 inline constexpr std::chrono::milliseconds kProgressIdleMin{1};
 inline constexpr std::chrono::milliseconds kProgressIdleMax{16};
 

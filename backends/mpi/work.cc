@@ -488,10 +488,13 @@ sl_result_t Request::Wait(int64_t timeout_ms, sl_error_t* err) const {
     comm_->AdvancePending(this);
     const Clock::time_point now = Clock::now();
     if (now >= until) return backend::SlWaitTimedOut(err, Describe(), timeout_ms);
-    // Long waits are waits on peers: leave the core to them.
+    // Long waits are waits on peers: leave the core to them. Not in the
+    // first millisecond: a yield cost 0.8 us on an AMD EPYC VM here (a
+    // 64 KiB op runs 12-35 us there), and an op that short is rarely
+    // waiting on a descheduled peer.
     if (now - start > std::chrono::milliseconds(200)) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
-    } else {
+    } else if (now - start > std::chrono::milliseconds(1)) {
       std::this_thread::yield();
     }
   }

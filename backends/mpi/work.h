@@ -206,6 +206,10 @@ class Request {
   // same count). MPI's return code.
   int StartOwnBroadcast(uint64_t number);
 
+  // The progress thread's look at the op (communicator.h): true when it
+  // had looked before, and the op is then its to drive.
+  bool SeenByProgress() const { return seen_by_progress_.exchange(true); }
+
   bool Complete(sl_result_t code, std::string message) {
     return outcome_.Complete(code, std::move(message));
   }
@@ -295,6 +299,7 @@ class Request {
   // The own broadcast: the distance to the next child to send to, 0 when
   // none is left.
   mutable int next_child_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable std::atomic<bool> seen_by_progress_{false};
 };
 
 }  // namespace syncline::mpi_backend
