@@ -49,7 +49,12 @@ bool OpOutcome::WaitUntil(Clock::time_point until) const {
 
 OpOutcome::Clock::time_point SlWaitLimit(int64_t timeout_ms) {
   return timeout_ms < 0 ? OpOutcome::Clock::time_point::max()
-                        : OpOutcome::Clock::now() + std::chrono::milliseconds(timeout_ms);
+                        : SlWaitLimit(timeout_ms, OpOutcome::Clock::now());
+}
+
+OpOutcome::Clock::time_point SlWaitLimit(int64_t timeout_ms, OpOutcome::Clock::time_point now) {
+  return timeout_ms < 0 ? OpOutcome::Clock::time_point::max()
+                        : now + std::chrono::milliseconds(timeout_ms);
 }
 
 sl_result_t SlWaitTimedOut(sl_error_t* err, const std::string& what, int64_t timeout_ms) {

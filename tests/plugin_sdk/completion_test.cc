@@ -1,6 +1,7 @@
 // Tests of the plugin SDK's request completion (completion.h): the first
 // outcome wins, request_test's answers before and after, a wait that ends
-// when another thread completes, and the one timed-out wording.
+// when another thread completes, the one timed-out wording, and a wait's
+// limit from now or from a time given.
 #include "syncline/plugin_sdk/completion.h"
 
 #include <chrono>
@@ -57,6 +58,19 @@ TEST(OpOutcome, WaitGivesUpAtItsLimitAndSaysSo) {
   EXPECT_THAT(std::string(err.message),
               AllOf(HasSubstr("mine allreduce #5 (f32 x 8, sum): wait timed out after 20 ms"),
                     HasSubstr("still running")));
+}
+
+TEST(SlWaitLimit, CountsFromTheTimeGivenOrNeverEnds) {
+  using Clock = OpOutcome::Clock;
+  const Clock::time_point now = Clock::time_point(std::chrono::seconds(1000));
+  EXPECT_EQ(SlWaitLimit(250, now), now + std::chrono::milliseconds(250));
+  EXPECT_EQ(SlWaitLimit(0, now), now);
+  EXPECT_EQ(SlWaitLimit(-1, now), Clock::time_point::max());
+  EXPECT_EQ(SlWaitLimit(-1), Clock::time_point::max());
+  const Clock::time_point before = Clock::now();
+  const Clock::time_point limit = SlWaitLimit(250);
+  EXPECT_GE(limit, before + std::chrono::milliseconds(250));
+  EXPECT_LE(limit, Clock::now() + std::chrono::milliseconds(250));
 }
 
 }  // namespace

@@ -71,8 +71,10 @@ class OpOutcome {
 // SlWaitLimit()
 //
 // When a request_wait with `timeout_ms` (< 0: forever) gives up:
-// time_point::max() for forever.
+// time_point::max() for forever. The second form counts from `now`, for a
+// caller that has just read the clock anyway.
 OpOutcome::Clock::time_point SlWaitLimit(int64_t timeout_ms);
+OpOutcome::Clock::time_point SlWaitLimit(int64_t timeout_ms, OpOutcome::Clock::time_point now);
 
 // SlWaitTimedOut()
 //
