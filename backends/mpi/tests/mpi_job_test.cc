@@ -182,8 +182,9 @@ TEST(MpiJob, AnIdleCommunicatorsProgressThreadBacksOff) {
 // 20 us and 1 ms, each wake-up taking a core from the ranks (about 1,100 a
 // second in a loop of 64 KiB allgathers on an AMD EPYC VM). It now drives
 // only ops it found unfinished at an earlier wake-up, and backs off while
-// it finds only new ones. The loop runs 300 ms of 8-byte allreduces, as many on both ranks (each asks
-// its peer whether to go on), with nobody else sleeping.
+// it finds only new ones. The loop runs 300 ms of 8-byte allreduces, as
+// many on both ranks (each asks its peer whether to go on), with nobody
+// else sleeping.
 TEST(MpiJob, AProgressThreadLeavesOpsThatAreWaitedOnToTheirWaiter) {
   auto results = RunRanks(2, [](int rank, int) {
     auto comm = Connect();
