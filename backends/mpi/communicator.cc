@@ -5,12 +5,14 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "runtime.h"
+#include "syncline/plugin_sdk/block_cache.h"
 #include "syncline/plugin_sdk/error.h"
 #include "syncline/plugin_sdk/validate.h"
 
@@ -351,14 +353,13 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
     return SlSetError(err, SL_ERR_ABORTED, "mpi %s: %s", backend::SlOpName(op).c_str(),
                       state_->abort_message.c_str());
   }
-  while (!state_->pending.empty() && state_->pending.front()->done()) {
-    state_->pending.pop_front();
-  }
   sl_op_t timed = op;
   if (timed.timeout_ms == 0) timed.timeout_ms = timeout_ms_;
   const std::shared_ptr<Request> none;
-  auto posted = std::make_shared<Request>(
-      timed, state_, IsCollective(op.kind) ? state_->last_collective : none);
+  // One recycled block per op (block_cache.h), not a malloc and a free.
+  auto posted = std::allocate_shared<Request>(
+      backend::BlockAllocator<Request>(), timed, state_,
+      IsCollective(op.kind) ? state_->last_collective : none);
   int rc;
   if (Request::IsSmallAllreduce(op, *state_)) {
     rc = posted->StartSmallAllreduce(state_->algo_ops++);
@@ -376,6 +377,12 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
   if (rc != MPI_SUCCESS) {
     return SlSetError(err, SL_ERR_INTERNAL, "%s: MPI refused to start it: %s",
                       posted->Describe().c_str(), MpiErrorText(rc).c_str());
+  }
+  posted->Posted(Clock::now());
+  // Ops done since the last post leave the list now, after this one's
+  // first message is out: freeing them does not delay it.
+  while (!state_->pending.empty() && state_->pending.front()->done()) {
+    state_->pending.pop_front();
   }
   state_->pending.push_back(posted);
   if (IsCollective(op.kind)) state_->last_collective = posted;

@@ -93,14 +93,19 @@ void CommState::Leave() {
 
 Request::Request(const sl_op_t& op, std::shared_ptr<CommState> comm,
                  const std::shared_ptr<Request>& prev)
-    : op_(op), comm_(std::move(comm)), clock_(op.timeout_ms) {
-  // Sends and receives need no turn; a collective waits for the one before.
-  if (IsP2p(op_) || prev == nullptr || prev->done()) {
-    // Posted is now: one clock read per op, not two (the op path's cost).
-    clock_.Start(clock_.posted());
-  } else {
-    prev_ = prev;  // copied only when it is needed: a reference count is atomic
-  }
+    : op_(op),
+      comm_(std::move(comm)),
+      // Posted() reads the clock, once the op's first message is out.
+      clock_(op.timeout_ms, Clock::time_point()),
+      // Sends and receives need no turn; a collective waits for the one before.
+      starts_when_posted_(IsP2p(op_) || prev == nullptr || prev->done()) {
+  // Copied only when it is needed: a reference count is atomic.
+  if (!starts_when_posted_) prev_ = prev;
+}
+
+void Request::Posted(Clock::time_point now) {
+  clock_.SetPosted(now);
+  if (starts_when_posted_) clock_.Start(now);
 }
 
 std::string Request::Describe() const {

@@ -179,6 +179,13 @@ class Request {
   // of it when it overlaps the receive buffer in a way MPI does not allow.
   const void* SendData();
 
+  // The op's first message is out (Post, after the MPI call that started
+  // it): `now` is its posting time, and its deadline starts then unless it
+  // waits for the collective before it. The clock is read after that call,
+  // not before, so that reading it does not delay the message (a clock read
+  // cost 33 ns on an AMD EPYC VM). Before the request is shared.
+  void Posted(Clock::time_point now);
+
   // Hands the started MPI request over (Post, after the MPI call).
   void Started(MPI_Request request);
 
@@ -267,6 +274,9 @@ class Request {
   const sl_op_t op_;
   const std::shared_ptr<CommState> comm_;
   mutable backend::OpClock clock_;
+  // Set at construction: its deadline starts at Posted() (no collective
+  // before it still runs).
+  const bool starts_when_posted_;
   mutable backend::OpOutcome outcome_;
   mutable std::mutex mu_;
   // requests_[0] is the op's MPI request; a small allreduce's step has two

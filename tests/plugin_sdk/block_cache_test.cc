@@ -3,6 +3,7 @@
 // the cache saves an op's path from calling.
 #include "syncline/plugin_sdk/block_cache.h"
 
+#include <memory>
 #include <set>
 #include <thread>
 #include <vector>
@@ -67,6 +68,40 @@ TEST(BlockCache, ABlockFreedOnAnotherThreadJoinsThatThreadsCache) {
   counting = false;
   EXPECT_EQ(allocations, 1u);
   Cache::Free(next);
+}
+
+// allocate_shared through BlockAllocator: the object and its counts in one
+// block, which the next object of the type gets back without the heap.
+TEST(BlockAllocator, AnObjectFreedLeavesItsBlockToTheNextWithoutTheHeap) {
+  struct Payload {
+    Payload(int v, int* destroyed) : value(v), destroyed(destroyed) {}
+    ~Payload() { ++*destroyed; }
+    int value;
+    int* destroyed;
+    char pad[100];
+  };
+  int destroyed = 0;
+  const void* first = nullptr;
+  {
+    auto p = std::allocate_shared<Payload>(BlockAllocator<Payload>(), -1, &destroyed);
+    first = p.get();
+  }
+  EXPECT_EQ(destroyed, 1);
+  allocations = 0;
+  counting = true;
+  for (int i = 0; i < 100; ++i) {
+    auto p = std::allocate_shared<Payload>(BlockAllocator<Payload>(), i, &destroyed);
+    EXPECT_EQ(p.get(), first);
+    EXPECT_EQ(p->value, i);
+  }
+  counting = false;
+  EXPECT_EQ(allocations, 0u);
+  EXPECT_EQ(destroyed, 101);
+  // Arrays are the heap's.
+  BlockAllocator<Payload> arrays;
+  Payload* three = arrays.allocate(3);
+  EXPECT_NE(static_cast<const void*>(three), first);
+  arrays.deallocate(three, 3);
 }
 
 }  // namespace

@@ -75,6 +75,45 @@ class BlockCache {
   static inline thread_local Owner owner_;
 };
 
+// BlockAllocator
+//
+// An allocator whose single objects come from BlockCache, for
+// std::allocate_shared: the object and its reference counts share one
+// recycled block (the mpi backend's Request, one per op). Arrays (n > 1)
+// come from the heap.
+//
+// Example:
+//   auto request = std::allocate_shared<Request>(BlockAllocator<Request>(), op);
+template <typename T>
+class BlockAllocator {
+ public:
+  using value_type = T;
+
+  BlockAllocator() = default;
+  template <typename U>
+  BlockAllocator(const BlockAllocator<U>&) noexcept {}  // NOLINT: rebinding converts
+
+  T* allocate(size_t n) {
+    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__,
+                  "BlockCache's blocks are aligned as operator new aligns");
+    if (n != 1) return static_cast<T*>(::operator new(n * sizeof(T)));
+    return static_cast<T*>(BlockCache<sizeof(T)>::Allocate());
+  }
+
+  void deallocate(T* p, size_t n) noexcept {
+    if (n != 1) {
+      ::operator delete(p, n * sizeof(T));
+      return;
+    }
+    BlockCache<sizeof(T)>::Free(p);
+  }
+
+  template <typename U>
+  bool operator==(const BlockAllocator<U>&) const noexcept { return true; }
+  template <typename U>
+  bool operator!=(const BlockAllocator<U>&) const noexcept { return false; }
+};
+
 }  // namespace syncline::backend
 
 #endif  // SYNCLINE_PLUGIN_SDK_BLOCK_CACHE_H_

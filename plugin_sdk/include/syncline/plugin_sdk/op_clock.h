@@ -36,8 +36,17 @@ class OpClock {
   using Clock = std::chrono::steady_clock;
 
   // Posted now, not started. `timeout_ms` <= 0 means no deadline.
-  explicit OpClock(int64_t timeout_ms)
-      : timeout_ms_(timeout_ms), posted_(Clock::now()) {}
+  explicit OpClock(int64_t timeout_ms) : OpClock(timeout_ms, Clock::now()) {}
+
+  // Posted at `posted`, not started: for a backend that reads the clock
+  // once for several uses, or only after it handed the op's first message
+  // to its transport, off the op's latency path (SetPosted).
+  OpClock(int64_t timeout_ms, Clock::time_point posted)
+      : timeout_ms_(timeout_ms), posted_(posted) {}
+
+  // Moves the posting time to `posted`. Only before any other thread can
+  // see the clock (the op is not yet shared) and before Start().
+  void SetPosted(Clock::time_point posted) { posted_ = posted; }
 
   // The op's turn has come: its timeout counts from `now`. Later calls are
   // ignored, so the first one (the real start) wins.
@@ -107,7 +116,7 @@ class OpClock {
   static double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
   const int64_t timeout_ms_;
-  const Clock::time_point posted_;
+  Clock::time_point posted_;
   std::atomic<int64_t> started_ns_{kNotStarted};
 };
 
