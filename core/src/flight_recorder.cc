@@ -7,6 +7,9 @@
 #include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -21,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "syncline/communicator.h"
 #include "syncline/env.h"
 #include "syncline/log.h"
@@ -50,15 +54,93 @@ std::string JsonEscape(const std::string& s) {
   return out;
 }
 
-// The wall-clock time of a post or a completion. absl::Now() reads the same
-// clock through absl's own calibration, which cost 60 ns a read here
-// against 26 ns for clock_gettime through the vDSO; two reads per op were a
-// tenth of a 1-rank 8-byte allreduce (bench/README.md, "The 8-byte path").
-absl::Time WallNow() {
+// The recorder's timestamps ("ticks"): every op takes two on its path, at
+// posting and at completion. On x86-64 a TSC read (rdtsc) took 12 ns on an
+// AMD EPYC VM where clock_gettime took 32 ns through the vDSO (absl::Now()
+// 60 ns on an earlier VM), and the two reads were about a sixth of a 1-rank
+// 8-byte broadcast over the mpi backend. So where the kernel keeps its own
+// time by the TSC (clocksource "tsc": it found it invariant and in step
+// across CPUs), a tick is a TSC value; elsewhere it is CLOCK_MONOTONIC in
+// ns. Ticks become wall time only when read (WallMapper).
+struct TickBase {
+  bool tsc = false;
+  int64_t tick = 0;     // the first tick of the process...
+  int64_t mono_ns = 0;  // ...and CLOCK_MONOTONIC then
+};
+
+int64_t MonotonicNs() {
   timespec ts;
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return absl::TimeFromTimespec(ts);
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
+
+bool KernelTimesByTsc() {
+#if defined(__x86_64__)
+  FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+  if (f == nullptr) return false;
+  char name[32] = {};
+  const bool read = std::fgets(name, sizeof(name), f) != nullptr;
+  std::fclose(f);
+  return read && std::strcmp(name, "tsc\n") == 0;
+#else
+  return false;
+#endif
+}
+
+int64_t RawTick(bool tsc) {
+#if defined(__x86_64__)
+  if (tsc) return static_cast<int64_t>(__rdtsc());
+#endif
+  (void)tsc;
+  return MonotonicNs();
+}
+
+const TickBase& Base() {
+  static const TickBase base = [] {
+    TickBase b;
+    b.tsc = KernelTimesByTsc();
+    b.tick = RawTick(b.tsc);
+    b.mono_ns = MonotonicNs();
+    return b;
+  }();
+  return base;
+}
+
+int64_t Tick() { return RawTick(Base().tsc); }
+
+// Ticks to wall time, as of its construction: the tick rate from two
+// (tick, CLOCK_MONOTONIC) pairs, the process's first and this one, and the
+// wall clock read now, so that an NTP step moves every time alike. With TSC
+// ticks the pairs are at least 10 ms apart (it waits for that once, if the
+// process is younger): their reads' jitter then errs by under 1e-5.
+class WallMapper {
+ public:
+  WallMapper() {
+    const TickBase& base = Base();
+    if (base.tsc) {
+      const int64_t young_ns = 10000000 - (MonotonicNs() - base.mono_ns);
+      if (young_ns > 0) absl::SleepFor(absl::Nanoseconds(young_ns));
+    }
+    tick_ = Tick();
+    const int64_t mono_ns = MonotonicNs();
+    timespec wall;
+    ::clock_gettime(CLOCK_REALTIME, &wall);
+    wall_ = absl::TimeFromTimespec(wall);
+    ns_per_tick_ = base.tsc ? static_cast<double>(mono_ns - base.mono_ns) /
+                                  static_cast<double>(tick_ - base.tick)
+                            : 1.0;
+  }
+
+  int64_t UnixMicros(int64_t tick) const {
+    const double ago_ns = static_cast<double>(tick_ - tick) * ns_per_tick_;
+    return absl::ToUnixMicros(wall_ - absl::Nanoseconds(static_cast<int64_t>(ago_ns)));
+  }
+
+ private:
+  int64_t tick_;
+  absl::Time wall_;
+  double ns_per_tick_;
+};
 
 size_t Capacity() {
   auto n = EnvInt("SYNCLINE_FLIGHT_RECORDER_SIZE", /*min_value=*/1);
@@ -123,6 +205,7 @@ FlightRecorder::FlightRecorder(int rank, int size, uint64_t comm_id,
       where_(absl::StrFormat(" on rank %d/%d over %s", rank, size, backend)),
       store_(std::move(store)),
       capacity_(Capacity()) {
+  (void)Base();  // the clock's first read (a file read) not on an op's path
   ring_.reserve(std::min<size_t>(capacity_, 64));
   if (store_ && size_ > 1) publisher_ = std::thread([this] { PublishLoop(); });
   RegisterForSignalDump(this);
@@ -140,7 +223,7 @@ FlightRecorder::~FlightRecorder() {
 
 void FlightRecorder::Posted(const OpLabel& what, size_t bytes) {
   const uint64_t seq = what.seq;
-  const absl::Time now = WallNow();  // outside the lock
+  const int64_t now = Tick();  // outside the lock
   std::lock_guard<std::mutex> lock(mu_);
   // Once the ring is full, the oldest entry is overwritten field by field:
   // its error string keeps its buffer, and no Entry is built and moved.
@@ -151,14 +234,14 @@ void FlightRecorder::Posted(const OpLabel& what, size_t bytes) {
   e.bytes = bytes;
   e.state = State::kPosted;
   e.posted = now;
-  e.finished = absl::InfinitePast();
+  e.finished = kNotFinished;
   e.error.clear();
   next_ = next_ + 1 == capacity_ ? 0 : next_ + 1;
   if (!(seq & Communicator::kP2pSeqBit)) last_posted_ = std::max(last_posted_, seq);
 }
 
 void FlightRecorder::Finished(uint64_t seq, bool ok, absl::string_view error) {
-  const absl::Time now = WallNow();  // outside the lock
+  const int64_t now = Tick();  // outside the lock
   std::lock_guard<std::mutex> lock(mu_);
   // Newest first: an op usually finishes soon after it was posted, so this
   // finds it in a step or two instead of scanning the whole ring on every
@@ -188,6 +271,7 @@ uint64_t FlightRecorder::last_completed() const {
 }
 
 std::string FlightRecorder::ToJson() const {
+  const WallMapper wall;  // may wait (under 10 ms, once): outside the lock
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<const Entry*> ordered;
   for (const Entry& e : ring_) ordered.push_back(&e);
@@ -203,8 +287,8 @@ std::string FlightRecorder::ToJson() const {
         &out, "%s\n{\"seq\":%d,\"op\":\"%s\",\"bytes\":%d,\"state\":\"%s\","
               "\"posted_us\":%d,\"finished_us\":%d,\"error\":\"%s\"}",
         i ? "," : "", e.seq, JsonEscape(e.what.ToString()), e.bytes, StateName(e.state),
-        absl::ToUnixMicros(e.posted),
-        e.finished == absl::InfinitePast() ? 0 : absl::ToUnixMicros(e.finished),
+        wall.UnixMicros(e.posted),
+        e.finished == kNotFinished ? 0 : wall.UnixMicros(e.finished),
         JsonEscape(e.error));
   }
   out += "]}\n";

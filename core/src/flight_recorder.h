@@ -83,13 +83,15 @@ class FlightRecorder {
   static constexpr std::chrono::milliseconds kPublishPeriod{250};
 
  private:
+  static constexpr int64_t kNotFinished = INT64_MIN;
   struct Entry {
     uint64_t seq = 0;
     OpLabel what;
     size_t bytes = 0;
     State state = State::kPosted;
-    absl::Time posted;
-    absl::Time finished;
+    // Ticks of the recorder's clock (flight_recorder.cc), wall time when read.
+    int64_t posted = 0;
+    int64_t finished = kNotFinished;
     std::string error;
   };
   void PublishLoop();

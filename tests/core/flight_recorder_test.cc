@@ -90,6 +90,41 @@ TEST(FlightRecorder, RecordsEveryOpWithItsState) {
   EXPECT_THAT(json, HasSubstr("\"bytes\":1024,\"state\":\"completed\""));
 }
 
+// The times in a dump are wall-clock microseconds, taken as the op was
+// posted and as its wait saw it finish, whatever clock the recorder reads
+// on the op's path (the TSC where the kernel keeps time by it).
+TEST(FlightRecorder, DumpsWallClockTimesOfPostingAndCompletion) {
+  auto comm = MakeSolo();
+  ASSERT_NE(comm, nullptr);
+  absl::SleepFor(absl::Milliseconds(50));
+  std::vector<float> x(16, 1.0f);
+  const int64_t before = absl::ToUnixMicros(absl::Now());
+  auto w = comm->Allreduce(View(x));
+  ASSERT_TRUE(w.ok()) << w.status();
+  absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_TRUE((*w)->Wait(absl::Seconds(5)).ok());
+  const int64_t after = absl::ToUnixMicros(absl::Now());
+  const std::string json = comm->DumpFlightRecorder();
+  auto field = [&](const std::string& name) {
+    const size_t at = json.find(absl::StrCat("\"", name, "\":"));
+    EXPECT_NE(at, std::string::npos) << json;
+    int64_t value = -1;
+    if (at != std::string::npos) {
+      const size_t start = at + name.size() + 3;
+      EXPECT_TRUE(absl::SimpleAtoi(json.substr(start, json.find_first_of(",}", start) - start),
+                                   &value))
+          << json;
+    }
+    return value;
+  };
+  const int64_t posted = field("posted_us"), finished = field("finished_us");
+  // 1 ms of slack for the rounding to microseconds and the tick rate's error.
+  EXPECT_GE(posted, before - 1000) << json;
+  EXPECT_LE(posted, before + 50000) << json;
+  EXPECT_GE(finished - posted, 100000 - 1000) << json;
+  EXPECT_LE(finished, after + 1000) << json;
+}
+
 // Ops are described from their fields when the text is read (op_label.h),
 // not formatted at posting: the words must still be exactly these, in
 // Describe(), in the dump and in errors, for every kind of op.
