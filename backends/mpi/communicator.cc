@@ -378,7 +378,6 @@ sl_result_t Communicator::Post(const sl_op_t& op, std::shared_ptr<Request>* requ
     return SlSetError(err, SL_ERR_INTERNAL, "%s: MPI refused to start it: %s",
                       posted->Describe().c_str(), MpiErrorText(rc).c_str());
   }
-  posted->Posted(Clock::now());
   // Ops done since the last post leave the list now, after this one's
   // first message is out: freeing them does not delay it.
   while (!state_->pending.empty() && state_->pending.front()->done()) {

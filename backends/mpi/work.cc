@@ -95,17 +95,11 @@ Request::Request(const sl_op_t& op, std::shared_ptr<CommState> comm,
                  const std::shared_ptr<Request>& prev)
     : op_(op),
       comm_(std::move(comm)),
-      // Posted() reads the clock, once the op's first message is out.
-      clock_(op.timeout_ms, Clock::time_point()),
-      // Sends and receives need no turn; a collective waits for the one before.
-      starts_when_posted_(IsP2p(op_) || prev == nullptr || prev->done()) {
+      // The clock is read first when a thread first checks the op (Advance).
+      clock_(op.timeout_ms, Clock::time_point()) {
+  // Sends and receives need no turn; a collective waits for the one before.
   // Copied only when it is needed: a reference count is atomic.
-  if (!starts_when_posted_) prev_ = prev;
-}
-
-void Request::Posted(Clock::time_point now) {
-  clock_.SetPosted(now);
-  if (starts_when_posted_) clock_.Start(now);
+  if (!IsP2p(op_) && prev != nullptr && !prev->done()) prev_ = prev;
 }
 
 std::string Request::Describe() const {
@@ -432,9 +426,17 @@ bool Request::Advance(bool check_deadline) const {
   }
   if (!check_deadline) return false;
   const Clock::time_point now = Clock::now();
-  if (!clock_.started() && (prev_ == nullptr || prev_->done())) {
-    clock_.Start(now);
-    prev_.reset();
+  if (!clock_.started()) {
+    // The first look is the op's posting time for messages, and its deadline
+    // starts then unless a collective before it still runs (work.h).
+    if (!looked_) {
+      clock_.SetPosted(now);
+      looked_ = true;
+    }
+    if (prev_ == nullptr || prev_->done()) {
+      clock_.Start(now);
+      prev_.reset();
+    }
   }
   if (clock_.Expired(now)) {
     TimeOut();

@@ -37,6 +37,14 @@
 // buffer; on more, up to kBroadcastTreeMax bytes, a binomial tree (above
 // it libnbc's MPI_Ibcast was faster here: README.md, "Broadcasts without
 // libnbc"). One tag per op from the same count.
+// An op's clock (OpClock) is read first when a thread first checks its
+// deadline: its waiter from its 64th MPI_Test on, a test, another waiter
+// driving the pending ops, or the progress thread at its second look (so
+// within twice kProgressIdleMax, communicator.h). Its deadline counts from
+// then (or from when the collective before it finished, if later). Most
+// small ops finish within their waiter's first 64 tests and read no clock at
+// all: a read cost 33 ns on an AMD EPYC VM, a tenth of a 1-rank 8-byte op's
+// path there. A deadline thus starts a little after posting, never before.
 // Whoever sees the op's deadline pass reports SL_ERR_TIMEOUT and aborts the
 // communicator (MPI cannot cancel a collective; README.md); a receive is
 // cancelled instead (MPI_Cancel), and its communicator stays usable.
@@ -179,13 +187,6 @@ class Request {
   // of it when it overlaps the receive buffer in a way MPI does not allow.
   const void* SendData();
 
-  // The op's first message is out (Post, after the MPI call that started
-  // it): `now` is its posting time, and its deadline starts then unless it
-  // waits for the collective before it. The clock is read after that call,
-  // not before, so that reading it does not delay the message (a clock read
-  // cost 33 ns on an AMD EPYC VM). Before the request is shared.
-  void Posted(Clock::time_point now);
-
   // Hands the started MPI request over (Post, after the MPI call).
   void Started(MPI_Request request);
 
@@ -274,9 +275,9 @@ class Request {
   const sl_op_t op_;
   const std::shared_ptr<CommState> comm_;
   mutable backend::OpClock clock_;
-  // Set at construction: its deadline starts at Posted() (no collective
-  // before it still runs).
-  const bool starts_when_posted_;
+  // True once a thread checked the op's deadline (Advance): the clock's
+  // posting time is that first look.
+  mutable bool looked_ ABSL_GUARDED_BY(mu_) = false;
   mutable backend::OpOutcome outcome_;
   mutable std::mutex mu_;
   // requests_[0] is the op's MPI request; a small allreduce's step has two

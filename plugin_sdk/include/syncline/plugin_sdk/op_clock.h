@@ -39,13 +39,14 @@ class OpClock {
   explicit OpClock(int64_t timeout_ms) : OpClock(timeout_ms, Clock::now()) {}
 
   // Posted at `posted`, not started: for a backend that reads the clock
-  // once for several uses, or only after it handed the op's first message
-  // to its transport, off the op's latency path (SetPosted).
+  // once for several uses, or reads it later (SetPosted).
   OpClock(int64_t timeout_ms, Clock::time_point posted)
       : timeout_ms_(timeout_ms), posted_(posted) {}
 
-  // Moves the posting time to `posted`. Only before any other thread can
-  // see the clock (the op is not yet shared) and before Start().
+  // Moves the posting time to `posted`, before Start(): for a backend that
+  // reads the clock only when it first checks the op (the mpi backend; an
+  // op that finishes before reads none). Only while no other thread reads
+  // the clock: before the op is shared, or under a lock every reader takes.
   void SetPosted(Clock::time_point posted) { posted_ = posted; }
 
   // The op's turn has come: its timeout counts from `now`. Later calls are
