@@ -19,6 +19,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -26,6 +27,8 @@
 #include "syncline/store.h"
 
 namespace syncline::internal {
+
+class FlightRecorder;
 
 class BackendComm {
  public:
@@ -37,6 +40,11 @@ class BackendComm {
   BackendComm& operator=(const BackendComm&) = delete;
 
   const sl_backend_t* table() const { return table_; }
+  // The Communicator's flight recorder, set once before any op is posted:
+  // a Work reaches it through the BackendComm it holds anyway (one shared
+  // pointer a Work, not two: their counts are atomic operations per op).
+  void set_recorder(std::shared_ptr<FlightRecorder> recorder) { recorder_ = std::move(recorder); }
+  FlightRecorder* recorder() const { return recorder_.get(); }
   sl_comm_t* comm() const { return comm_; }
   // Where comm_create / comm_split write the new communicator (once).
   sl_comm_t** comm_slot() { return &comm_; }
@@ -68,6 +76,7 @@ class BackendComm {
   std::vector<sl_request_t*> requests_ ABSL_GUARDED_BY(mu_);
   std::vector<size_t> free_slots_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> closed_with_running_ops_{false};
+  std::shared_ptr<FlightRecorder> recorder_;
 };
 
 }  // namespace syncline::internal

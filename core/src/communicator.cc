@@ -196,6 +196,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
                                                  options.device, timeout));
   impl->recorder =
       std::make_shared<internal::FlightRecorder>(rank, size, comm_id, scoped, impl->name);
+  impl->backend->set_recorder(impl->recorder);
   SL_LOG(DEBUG, "communicator %d ready: %d ranks over %s", comm_id, size, impl->name);
   return std::unique_ptr<Communicator>(
       new Communicator(std::move(impl), rank, size, options.device, timeout, scoped));

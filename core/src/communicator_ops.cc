@@ -167,8 +167,8 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Post(
     return absl::Status(internal::ToStatusCode(r),
                         absl::StrCat(label.ToString(), " failed: ", err.message));
   }
-  return std::unique_ptr<Work>(std::make_unique<internal::PluginWork>(
-      impl_->backend, request, label, impl_->recorder));
+  return std::unique_ptr<Work>(
+      std::make_unique<internal::PluginWork>(impl_->backend, request, label));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::Allreduce(
@@ -311,6 +311,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
   }
   impl->recorder = std::make_shared<internal::FlightRecorder>(new_rank, new_size, child_id,
                                                               scoped, impl->name);
+  impl->backend->set_recorder(impl->recorder);
   return std::unique_ptr<Communicator>(new Communicator(
       std::move(impl), new_rank, new_size, device_, timeout_, scoped));
 }

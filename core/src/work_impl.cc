@@ -25,10 +25,10 @@ void* PluginWork::operator new(size_t) { return WorkBlocks::Allocate(); }
 void PluginWork::operator delete(void* block, size_t) noexcept { WorkBlocks::Free(block); }
 
 PluginWork::PluginWork(std::shared_ptr<BackendComm> backend, sl_request_t* request,
-                       const OpLabel& label, std::shared_ptr<FlightRecorder> recorder)
+                       const OpLabel& label)
     : backend_(std::move(backend)), table_(backend_->table()), request_(request),
       slot_(backend_->Track(request_)), seq_(label.seq), label_(label),
-      recorder_(std::move(recorder)) {}
+      recorder_(backend_->recorder()) {}
 
 PluginWork::~PluginWork() {
   backend_->Untrack(slot_);

@@ -17,12 +17,12 @@ namespace syncline::internal {
 // communicator it was posted on until then (backend_comm.h), so it may
 // outlive its Communicator. `label` (put into words only when needed)
 // prefixes every error, e.g. "allreduce #17 (f32 x 1024, sum) on rank 1/4
-// over gloo"; its `where` lives in `recorder`, which the work holds.
+// over gloo"; its `where` lives in the communicator's flight recorder,
+// which `backend` holds.
 // Thread safety: as Work (one thread at a time).
 class PluginWork final : public Work {
  public:
-  PluginWork(std::shared_ptr<BackendComm> backend, sl_request_t* request, const OpLabel& label,
-             std::shared_ptr<FlightRecorder> recorder);
+  PluginWork(std::shared_ptr<BackendComm> backend, sl_request_t* request, const OpLabel& label);
   ~PluginWork() override;
 
   absl::Status Wait(absl::Duration timeout) override;
@@ -48,7 +48,7 @@ class PluginWork final : public Work {
   const size_t slot_;  // in backend_'s tracked requests
   const uint64_t seq_;
   const OpLabel label_;
-  const std::shared_ptr<FlightRecorder> recorder_;  // keeps label_.where alive
+  FlightRecorder* const recorder_;  // backend_'s, which keeps it (and label_.where) alive
   bool done_ = false;
   absl::Status final_;
 };
