@@ -9,14 +9,25 @@
 namespace syncline::backend {
 
 bool OpOutcome::Complete(sl_result_t code, std::string message) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (done_.load(std::memory_order_relaxed)) return false;
+  uint32_t open = kOpen;
+  if (code == SL_OK && message.empty()) {
+    // code_ and message_ already say so: only the state changes.
+    if (!state_.compare_exchange_strong(open, kDone, std::memory_order_seq_cst)) return false;
+  } else {
+    if (!state_.compare_exchange_strong(open, kWriting, std::memory_order_acq_rel)) {
+      return false;
+    }
     code_ = code;
     message_ = std::move(message);
-    done_.store(true, std::memory_order_release);
+    state_.store(kDone, std::memory_order_seq_cst);
   }
-  cv_.notify_all();
+  // A waiter counts itself before it looks at the state (under mu_), and
+  // both sides are sequentially consistent: it either sees kDone or is
+  // counted here. Taking mu_ orders this wake-up after its look.
+  if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    cv_.notify_all();
+  }
   return true;
 }
 
@@ -38,13 +49,20 @@ sl_result_t OpOutcome::Test(int* done, sl_error_t* err) const {
 }
 
 bool OpOutcome::WaitUntil(Clock::time_point until) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto ended = [this] { return done_.load(std::memory_order_acquire); };
-  if (until == Clock::time_point::max()) {
-    cv_.wait(lock, ended);
-    return true;
+  if (done()) return true;
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  bool ended = true;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto is_done = [this] { return state_.load(std::memory_order_seq_cst) == kDone; };
+    if (until == Clock::time_point::max()) {
+      cv_.wait(lock, is_done);
+    } else {
+      ended = cv_.wait_until(lock, until, is_done);
+    }
   }
-  return cv_.wait_until(lock, until, ended);
+  waiters_.fetch_sub(1, std::memory_order_relaxed);
+  return ended;
 }
 
 OpOutcome::Clock::time_point SlWaitLimit(int64_t timeout_ms) {

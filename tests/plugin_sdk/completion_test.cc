@@ -49,6 +49,26 @@ TEST(OpOutcome, WaitEndsWhenAnotherThreadCompletes) {
   ender.join();
 }
 
+// Complete() wakes a waiter only when one has counted itself: in a race
+// between the two, the waiter must never sleep through the end. One that
+// did would sleep until its limit, 10 s, and then see the op done.
+TEST(OpOutcome, NoWaiterSleepsThroughAnEndThatRacesItsWait) {
+  for (int i = 0; i < 2000; ++i) {
+    OpOutcome outcome;
+    std::thread ender([&] {
+      if (i % 2) std::this_thread::yield();
+      outcome.Complete(i % 3 ? SL_OK : SL_ERR_PEER, i % 3 ? "" : "peer gone");
+    });
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(outcome.WaitUntil(SlWaitLimit(10000))) << "iteration " << i;
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5))
+        << "iteration " << i << ": the wait slept through the end";
+    ender.join();
+    sl_error_t err{};
+    EXPECT_EQ(outcome.Report(&err), i % 3 ? SL_OK : SL_ERR_PEER);
+  }
+}
+
 TEST(OpOutcome, WaitGivesUpAtItsLimitAndSaysSo) {
   OpOutcome outcome;
   EXPECT_FALSE(outcome.WaitUntil(SlWaitLimit(20)));

@@ -45,7 +45,7 @@ class OpOutcome {
   bool Complete(sl_result_t code, std::string message);
 
   // Lock-free, for polling loops.
-  bool done() const { return done_.load(std::memory_order_acquire); }
+  bool done() const { return state_.load(std::memory_order_acquire) == kDone; }
 
   // The outcome through the ABI (SlReport): `err` cleared on success, the
   // message otherwise. Only once done(); takes no lock.
@@ -59,11 +59,19 @@ class OpOutcome {
   bool WaitUntil(Clock::time_point until) const;
 
  private:
+  // kOpen, then kDone; a Complete() with something to write (an error, a
+  // message) holds kWriting while it writes code_ and message_.
+  static constexpr uint32_t kOpen = 0, kWriting = 1, kDone = 2;
+  // WaitUntil() sleeps on cv_ under mu_. Complete() takes neither unless a
+  // waiter counted itself in waiters_ (an op's own end, polled by its
+  // waiter, is one compare-exchange: a lock pair cost twice that).
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  std::atomic<bool> done_{false};
-  // Written once, under mu_, before done_ is set (release); read without
-  // the lock once done() (acquire) is true, since nothing writes them again.
+  mutable std::atomic<int> waiters_{0};
+  std::atomic<uint32_t> state_{kOpen};
+  // Written once, before state_ becomes kDone; read without a lock once
+  // done() is true, since nothing writes them again. A success without a
+  // message leaves them as they start.
   sl_result_t code_ = SL_OK;
   std::string message_;
 };
