@@ -150,8 +150,9 @@ struct CommState {
   // for its deadline (MPI itself does not notice a peer that left).
   const sl_store_t* store ABSL_GUARDED_BY(mu) = nullptr;
 
-  // Threads inside request_wait on this communicator's ops: while there is
-  // one, it drives MPI and the progress thread stays out of its way.
+  // Threads inside request_wait on this communicator's ops, past their
+  // first 64 tests (Request::Wait): while there is one, it drives MPI and
+  // the progress thread stays out of its way.
   std::atomic<int> waiters{0};
 
   // One step of every pending op but `except` (the oldest 64): a waiter's

@@ -57,11 +57,11 @@ std::string JsonEscape(const std::string& s) {
 // The recorder's timestamps ("ticks"): every op takes two on its path, at
 // posting and at completion. On x86-64 a TSC read (rdtsc) took 12 ns on an
 // AMD EPYC VM where clock_gettime took 32 ns through the vDSO (absl::Now()
-// 60 ns on an earlier VM), and the two reads were about a sixth of a 1-rank
-// 8-byte broadcast over the mpi backend. So where the kernel keeps its own
-// time by the TSC (clocksource "tsc": it found it invariant and in step
-// across CPUs), a tick is a TSC value; elsewhere it is CLOCK_MONOTONIC in
-// ns. Ticks become wall time only when read (WallMapper).
+// 60 ns on an earlier VM), and the two reads were about an eighth of a
+// 1-rank 8-byte broadcast over the mpi backend (perf). So where the kernel
+// keeps its own time by the TSC (clocksource "tsc": it found it invariant
+// and in step across CPUs), a tick is a TSC value; elsewhere it is
+// CLOCK_MONOTONIC in ns. Ticks become wall time only when read (WallMapper).
 struct TickBase {
   bool tsc = false;
   int64_t tick = 0;     // the first tick of the process...
