@@ -131,7 +131,8 @@ void TorchWork::Finish() {
   if (!status.ok()) {
     error = std::make_exception_ptr(std::runtime_error(
         std::string("syncline: ") + name_ + " failed: " + std::string(status.message())));
-  } else {
+  } else if (!op_.finish.empty() || !op_.copy_back.empty()) {
+    // (Most ops have no step: they skip the guard's thread-local state.)
     try {
       at::NoGradGuard no_grad;  // copies into leaves that require grad
       for (auto& step : op_.finish) step();
