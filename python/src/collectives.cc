@@ -2,6 +2,8 @@
 #include "collectives.h"
 
 #include <algorithm>
+#include <chrono>
+#include <functional>
 #include <numeric>
 #include <utility>
 
@@ -447,6 +449,39 @@ WorkPtr Collectives::Send(TensorList& tensors, int dst, int tag) {
 
 WorkPtr Collectives::Recv(TensorList& tensors, int src, int tag) {
   return PointToPoint(tensors, src, tag, /*send=*/false);
+}
+
+double Collectives::TimeOps(const std::string& op, const at::Tensor& buffer,
+                            const at::Tensor& output, int64_t iters) {
+  for (const at::Tensor* t : {&buffer, &output}) {
+    CheckTensor(*t, "_time_ops");
+    TORCH_CHECK(t->is_contiguous() && t->scalar_type() == at::kFloat,
+                "syncline: _time_ops takes contiguous float32 tensors");
+  }
+  TORCH_CHECK(iters >= 1, "syncline: _time_ops needs at least 1 op, got ", iters);
+  const BufferView view = ViewOf(buffer);
+  std::function<absl::StatusOr<std::unique_ptr<Work>>()> post;
+  if (op == "allreduce") {
+    post = [&] { return comm_->Allreduce(view, AllreduceOptions{}); };
+  } else if (op == "allgather") {
+    TORCH_CHECK(output.numel() == buffer.numel() * size(), "syncline: _time_ops allgather: ",
+                "output must hold ", size(), " blocks of ", buffer.numel(), " elements");
+    const BufferView out = ViewOf(output);
+    post = [this, view, out] { return comm_->Allgather(view, out, AllgatherOptions{}); };
+  } else if (op == "broadcast") {
+    post = [&] { return comm_->Broadcast(view, BroadcastOptions{}); };
+  } else {
+    TORCH_CHECK(false, "syncline: _time_ops: op must be allreduce, allgather or broadcast, "
+                       "not '", op, "'");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < iters; ++i) {
+    auto work = post();
+    TORCH_CHECK(work.ok(), "syncline: _time_ops ", op, ": ", work.status().message());
+    const absl::Status done = (*work)->Wait();
+    TORCH_CHECK(done.ok(), "syncline: _time_ops ", op, ": ", done.message());
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 WorkPtr Collectives::PointToPoint(TensorList& tensors, int peer, int tag, bool send) {

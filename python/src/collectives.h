@@ -85,6 +85,19 @@ class Collectives {
   WorkPtr Send(TensorList& tensors, int dst, int tag);
   WorkPtr Recv(TensorList& tensors, int src, int tag);
 
+  // TimeOps(op, buffer, output, iters)
+  //
+  // Syncline's own C++ figure, in this process, on this communicator and
+  // these tensors, for bench/compare/python_split.py: `iters` ops straight
+  // over the Communicator, each waited for before the next, as
+  // syncline-bench-collectives times them. `op` is "allreduce" (sum, in place
+  // on `buffer`), "allgather" (of `buffer` into `output`, which holds size()
+  // blocks) or "broadcast" (of `buffer` from rank 0). Returns the seconds the
+  // ops took; throws naming the op that failed. Tensors: contiguous, CPU,
+  // float32. Call it without the GIL, from the thread that posts the ops.
+  double TimeOps(const std::string& op, const at::Tensor& buffer, const at::Tensor& output,
+                 int64_t iters);
+
  private:
   ReduceOp Reduction(const c10d::ReduceOp& op, const at::Tensor& t, const char* name) const;
   // Appends the posted op to `op`, or throws its error.

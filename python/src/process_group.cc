@@ -90,6 +90,12 @@ class ProcessGroupSyncline : public c10d::ProcessGroup {
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return collectives_.next_seq() - 1; }
 
+  // For benchmarks only (collectives.h).
+  double TimeOps(const std::string& op, const at::Tensor& buffer, const at::Tensor& output,
+                 int64_t iters) {
+    return collectives_.TimeOps(op, buffer, output, iters);
+  }
+
  private:
   Collectives collectives_;
 };
@@ -100,7 +106,13 @@ void BindProcessGroup(pybind11::module_& module) {
   namespace py = pybind11;
   py::class_<ProcessGroupSyncline, c10d::ProcessGroup,
              c10::intrusive_ptr<ProcessGroupSyncline>>(module, "ProcessGroupSyncline",
-      "A c10d ProcessGroup over a syncline::Communicator.");
+      "A c10d ProcessGroup over a syncline::Communicator.")
+      .def("_time_ops", &ProcessGroupSyncline::TimeOps, py::arg("op"), py::arg("buffer"),
+           py::arg("output"), py::arg("iters"), py::call_guard<py::gil_scoped_release>(),
+           "For benchmarks: the seconds `iters` ops take straight over Syncline's C++ "
+           "API on this group's communicator, each waited for (allreduce sum in place on "
+           "`buffer`, allgather of `buffer` into `output`, broadcast of `buffer` from "
+           "rank 0). bench/compare/python_split.py's `cpp` variant.");
   module.def(
       "create_process_group",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,

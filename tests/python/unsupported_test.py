@@ -27,6 +27,15 @@ cases = {
     "recvAnysource": lambda: dist.recv(torch.ones(4)),
     "tags must be non-negative": lambda: dist.send(t, (rank + 1) % world, tag=-1),
 }
+# The benchmarks' C++ loop (ProcessGroupSyncline._time_ops) names bad input too.
+pg = dist.distributed_c10d._get_default_group()
+cases.update({
+    "op must be allreduce, allgather or broadcast": lambda: pg._time_ops("reduce", t, t, 1),
+    "output must hold": lambda: pg._time_ops("allgather", t, t, 1),
+    "contiguous float32": lambda: pg._time_ops("broadcast", torch.ones(4, dtype=torch.int32),
+                                               t, 1),
+    "at least 1 op": lambda: pg._time_ops("broadcast", t, t, 0),
+})
 for name, call in cases.items():
     try:
         call()
