@@ -46,7 +46,7 @@ import statistics
 import sys
 import time
 
-from torch_gloo import add_rank_arguments, launch_ranks
+from torch_gloo import add_rank_arguments, input_values, launch_ranks
 
 VARIANTS = ("mock", "gloo", "sl_dist", "sl_direct", "cpp")
 TARGET = 0.9  # issue 17: the Python path's busbw at least 0.9 of the C++ one
@@ -54,11 +54,9 @@ TARGET = 0.9  # issue 17: the Python path's busbw at least 0.9 of the C++ one
 
 def check_once(torch, op, variant, call, buf, flat, rank, n):
     """Runs one `op` of `variant` on known inputs and returns how many
-    elements of its result are wrong (the same input formula as
-    torch_gloo.py's check)."""
+    elements of its result are wrong (torch_gloo.py's inputs and check)."""
     def values(r, count):
-        i = torch.arange(count, dtype=torch.int64)
-        return ((i * 5 + r * 3 + 1) % 8).to(torch.float32)
+        return input_values(torch, r, 0, count)
 
     count = buf.numel()
     if op == "broadcast":
